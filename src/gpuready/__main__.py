@@ -1,0 +1,5 @@
+"""Allow ``python -m gpuready``."""
+
+from gpuready.cli.main import entrypoint
+
+entrypoint()

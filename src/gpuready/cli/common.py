@@ -1,0 +1,65 @@
+"""Options shared by several commands, so each is spelled and documented once."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready.paths import NVIDIA_RUNTIME_BINARY
+
+FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+def add_command(subparsers, name: str, *, help: str, description: str, epilog: str = ""):
+    """Add one sub-command with the project's help formatting."""
+    return subparsers.add_parser(
+        name, help=help, description=description, epilog=epilog, formatter_class=FORMATTER
+    )
+
+
+def add_root(parser: argparse.ArgumentParser) -> None:
+    """``--root``: the folder every absolute node path is looked up under."""
+    parser.add_argument(
+        "--root",
+        default="/",
+        metavar="DIR",
+        help="prefix every absolute node path with DIR, to work on a sandbox copy (default: /)",
+    )
+
+
+def add_runtime_name(parser: argparse.ArgumentParser) -> None:
+    """``--runtime-name``: the name of the runtime and of the RuntimeClass handler."""
+    parser.add_argument(
+        "--runtime-name",
+        default="nvidia",
+        metavar="NAME",
+        help="runtime name in containerd and RuntimeClass handler (default: nvidia)",
+    )
+
+
+def add_binary(parser: argparse.ArgumentParser) -> None:
+    """``--binary``: the NVIDIA runtime executable that containerd's runc shim calls."""
+    parser.add_argument(
+        "--binary",
+        default=str(NVIDIA_RUNTIME_BINARY),
+        metavar="PATH",
+        help=f"the runtime's BinaryName (default: {NVIDIA_RUNTIME_BINARY})",
+    )
+
+
+def add_format(parser: argparse.ArgumentParser, choices=("text", "json")) -> None:
+    """``--format``: how results are printed."""
+    parser.add_argument(
+        "--format",
+        choices=choices,
+        default="text",
+        help="output format (default: text)",
+    )
+
+
+def add_dry_run(parser: argparse.ArgumentParser) -> None:
+    """``--dry-run``: show the diff, write nothing."""
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print what would change as a unified diff and write nothing",
+    )

@@ -1,0 +1,85 @@
+"""Entry point: builds the parser from the command modules and turns errors into exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from gpuready import __version__
+from gpuready.errors import ExitCode, GpureadyError
+
+# The command modules, in the order ``--help`` lists them.
+COMMAND_MODULES = (
+    "gpuready.cli.cmd_setup",
+    "gpuready.cli.cmd_configure",
+    "gpuready.cli.cmd_check",
+)
+
+DESCRIPTION = """\
+Register the NVIDIA container runtime with containerd, write the CDI spec and the Kubernetes
+RuntimeClass, and prove the configuration correct without a GPU.
+
+default_runtime_name stays runc: GPU pods opt in through a RuntimeClass whose handler equals the
+runtime's name, so a runtime problem cannot spread to every pod on the node.
+"""
+
+EPILOG = """\
+exit codes:
+  0  done, and every check passed
+  1  a check or verification failed
+  2  bad input or usage (nothing was written)
+  3  the container runtime could not be reached
+
+Run 'gpuready COMMAND --help' for the options of one command.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top-level parser with one sub-command per command module."""
+    parser = argparse.ArgumentParser(
+        prog="gpuready",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gpuready {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv``, run the chosen command, and return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return ExitCode.BAD_INPUT
+    try:
+        return int(args.handler(args))
+    except GpureadyError as error:
+        print(f"gpuready: error: {error.message()}", file=sys.stderr)
+        return int(error.exit_code)
+    except KeyboardInterrupt:
+        print("gpuready: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return ExitCode.OK
+    except Exception as error:  # the outermost layer: never show a traceback to a user
+        if os.environ.get("GPUREADY_DEBUG"):
+            raise
+        print(
+            f"gpuready: internal error: {type(error).__name__}: {error} "
+            "(set GPUREADY_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        return ExitCode.BAD_INPUT
+
+
+def entrypoint() -> None:
+    """Console-script entry: run and exit with the command's code."""
+    sys.exit(run())

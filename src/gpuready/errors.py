@@ -1,0 +1,83 @@
+"""The exceptions gpuready raises, and the exit code each one maps to.
+
+Everything below the command line raises one of these; only ``gpuready.cli`` turns them into a
+message and an exit code, so no traceback reaches a user.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from pathlib import Path
+
+
+class ExitCode(IntEnum):
+    """The documented exit codes of every gpuready command."""
+
+    OK = 0
+    CHECK_FAILED = 1
+    BAD_INPUT = 2
+    UNREACHABLE = 3
+
+
+class GpureadyError(Exception):
+    """Base class: a problem that ends a command with a one-line message."""
+
+    exit_code: ExitCode = ExitCode.BAD_INPUT
+
+    def message(self) -> str:
+        """The one line shown to the user."""
+        return str(self)
+
+
+class UsageError(GpureadyError):
+    """The command line asks for something that cannot be done as asked."""
+
+
+class InputError(GpureadyError):
+    """A file is missing, unreadable, or not what it should be.
+
+    ``line`` and ``column`` are 1-based and given when the position is known (TOML or YAML syntax).
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        reason: str,
+        *,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        self.path = str(path)
+        self.reason = reason
+        self.line = line
+        self.column = column
+        super().__init__(self.message())
+
+    def message(self) -> str:
+        """``path:line:column: reason``, leaving out what is unknown."""
+        where = self.path
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        return f"{where}: {self.reason}"
+
+
+class UnsupportedVersionError(InputError):
+    """The config's ``version`` is one gpuready does not know how to edit."""
+
+
+class WriteError(GpureadyError):
+    """A file could not be written safely; the original is left as it was."""
+
+
+class VerificationError(GpureadyError):
+    """A verification step found the configuration wrong."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+
+class RuntimeUnreachableError(GpureadyError):
+    """The container runtime's API could not be reached (socket missing, refused, not CRI)."""
+
+    exit_code = ExitCode.UNREACHABLE

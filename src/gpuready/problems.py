@@ -1,0 +1,43 @@
+"""Problems as data: what every checker yields and every reporter renders."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from enum import Enum
+
+
+class Severity(str, Enum):
+    """How bad a problem is; only ``error`` makes a command fail."""
+
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding about one file.
+
+    ``key_path`` is the TOML key path (or the YAML/JSON field path) the problem is about;
+    ``line`` and ``column`` are 1-based positions in ``file`` when they are known.
+    """
+
+    rule: str
+    severity: Severity
+    message: str
+    file: str
+    key_path: str = ""
+    line: int | None = None
+    column: int | None = None
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-ready mapping with the severity as its plain name."""
+        data = asdict(self)
+        data["severity"] = self.severity.value
+        return data
+
+
+def has_errors(problems: list[Problem]) -> bool:
+    """True when at least one problem is error-level."""
+    return any(p.severity is Severity.ERROR for p in problems)
