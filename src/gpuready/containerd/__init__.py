@@ -1,0 +1,1 @@
+"""containerd's config.toml: its versions, reading it, facts about it, and planned edits."""

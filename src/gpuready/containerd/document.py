@@ -1,0 +1,105 @@
+"""Reading a containerd config: bytes to text, text to data, every failure a one-line error.
+
+Two parsers, each for its job: ``tomllib`` (the standard library) for verifying and facts, and
+``tomlkit`` (imported only when a file is about to be edited) for edits that keep every comment.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuready.errors import InputError
+
+_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+_END_OF_DOCUMENT = re.compile(r"\s*\(at end of document\)\s*$")
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """A config file as read: its path, its exact text, and the ``tomllib`` parse of it."""
+
+    path: Path
+    text: str
+    data: dict[str, Any]
+
+
+def read_text(path: Path) -> str:
+    """The file's text; missing, unreadable, or binary files raise :class:`InputError`."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, not a file") from None
+    except PermissionError:
+        raise InputError(path, "permission denied") from None
+    except OSError as error:
+        raise InputError(path, error.strerror or str(error)) from None
+    return decode(raw, path)
+
+
+def decode(raw: bytes, path: Path | str) -> str:
+    """UTF-8 text, refusing NUL bytes (a binary file) and invalid UTF-8 with the byte's place."""
+    if b"\x00" in raw:
+        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
+        raise InputError(path, "binary file (contains a NUL byte), not TOML", line=line)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
+        raise InputError(path, "not UTF-8 text", line=line, column=column) from None
+
+
+def parse_toml(text: str, path: Path | str) -> dict[str, Any]:
+    """Parse with ``tomllib``; a syntax error becomes :class:`InputError` with line and column."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise toml_error(str(error), text, path) from None
+
+
+def toml_error(message: str, text: str, path: Path | str) -> InputError:
+    """Turn a ``tomllib`` message, whose position is inside parentheses, into an InputError."""
+    match = _POSITION.search(message)
+    if match:
+        reason = message[: match.start()]
+        return InputError(
+            path, f"invalid TOML: {reason}", line=int(match.group(1)), column=int(match.group(2))
+        )
+    end = _END_OF_DOCUMENT.search(message)
+    if end:
+        line = text.count("\n") + 1
+        column = len(text) - (text.rfind("\n") + 1) + 1
+        return InputError(
+            path, f"invalid TOML: {message[: end.start()]}", line=line, column=column
+        )
+    return InputError(path, f"invalid TOML: {message}")
+
+
+def load_config(path: Path) -> ConfigFile:
+    """Read and parse a containerd config file."""
+    text = read_text(path)
+    return ConfigFile(path=path, text=text, data=parse_toml(text, path))
+
+
+def load_config_text(text: str, path: Path | str = "<string>") -> ConfigFile:
+    """Parse config text that did not come from disk (a base, ``containerd config default``)."""
+    return ConfigFile(path=Path(path), text=text, data=parse_toml(text, path))
+
+
+def parse_for_edit(config: ConfigFile):
+    """A ``tomlkit`` document of an already verified config, ready for a comment-keeping edit."""
+    import tomlkit  # lazy: only edits pay for it
+    from tomlkit.exceptions import ParseError
+
+    try:
+        return tomlkit.parse(config.text)
+    except ParseError as error:  # tomllib accepted it; tomlkit is stricter in a few corners
+        raise InputError(
+            config.path, f"cannot edit: {error}", line=error.line, column=error.col
+        ) from None
