@@ -1,0 +1,145 @@
+"""The one safe writer: every file gpuready changes goes through :func:`apply_plan`.
+
+A write takes an exclusive lock, re-reads the file to make sure nobody changed it since the plan
+was computed, keeps a backup of the file as it was before gpuready first changed it, writes a
+temporary file in the same folder, ``fsync``\\ s it, copies the original mode and owner onto it,
+and renames it over the original (atomic on POSIX), then ``fsync``\\ s the folder. A plan that
+changes nothing writes nothing, so the file keeps its bytes and its mtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from gpuready.errors import WriteError
+from gpuready.plan import Plan
+
+BACKUP_SUFFIX = ".gpuready.bak"
+LOCK_PREFIX = "."
+LOCK_SUFFIX = ".gpuready.lock"
+NEW_FILE_MODE = 0o644
+
+
+class ConcurrentChangeError(WriteError):
+    """The file changed between reading it and writing it; nothing was written."""
+
+
+def backup_path(path: Path) -> Path:
+    """Where the pre-change copy of ``path`` is kept (``config.toml.gpuready.bak``).
+
+    The suffix keeps the backup out of containerd's ``imports`` globs such as ``conf.d/*.toml``.
+    """
+    return path.with_name(path.name + BACKUP_SUFFIX)
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file guarding ``path``: hidden, beside it, matched by no ``*.toml`` glob."""
+    return path.with_name(LOCK_PREFIX + path.name + LOCK_SUFFIX)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock for ``path`` (a sidecar lock file, since the file itself is replaced).
+
+    Read the file, plan, and apply inside one ``locked`` block so a concurrent run waits instead
+    of overwriting this one's edit.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as error:
+        raise WriteError(f"{path}: cannot take the lock: {error.strerror or error}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def apply_plan(plan: Plan) -> bool:
+    """Write ``plan.after`` to ``plan.path`` safely; return False when there was nothing to do.
+
+    The caller holds :func:`locked` for ``plan.path``. Raises :class:`ConcurrentChangeError` when
+    the file on disk no longer holds ``plan.before``.
+    """
+    if not plan.changes:
+        return False
+    current = _read_or_none(plan.path)
+    if current != (None if plan.before is None else plan.before.encode("utf-8")):
+        raise ConcurrentChangeError(
+            f"{plan.path}: changed on disk while gpuready was planning; nothing written, run again"
+        )
+    if current is not None:
+        _keep_first_backup(plan.path, current)
+    write_atomic(plan.path, plan.after.encode("utf-8"))
+    return True
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically, keeping an existing file's mode and owner."""
+    try:
+        existing = path.stat()
+    except FileNotFoundError:
+        existing = None
+    except OSError as error:
+        raise WriteError(f"{path}: {error.strerror or error}") from None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
+    try:
+        _fill(fd, data)
+        _copy_ownership(temp_name, existing, mode)
+        os.replace(temp_name, path)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.unlink(temp_name)
+        raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
+    _fsync_folder(path.parent)
+
+
+def _fill(fd: int, data: bytes) -> None:
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _copy_ownership(temp_name: str, existing: os.stat_result | None, mode: int | None) -> None:
+    if existing is None:
+        os.chmod(temp_name, NEW_FILE_MODE if mode is None else mode)
+        return
+    os.chmod(temp_name, existing.st_mode & 0o7777 if mode is None else mode)
+    with contextlib.suppress(PermissionError):  # only root may give a file away
+        os.chown(temp_name, existing.st_uid, existing.st_gid)
+
+
+def _keep_first_backup(path: Path, original: bytes) -> None:
+    """Save the file as it was before gpuready first changed it; later runs keep that copy."""
+    backup = backup_path(path)
+    if not backup.exists():
+        write_atomic(backup, original, mode=path.stat().st_mode & 0o7777)
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise WriteError(f"{path}: {error.strerror or error}") from None
+
+
+def _fsync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,44 @@
+"""A planned change to one file: computed first, shown as a diff, applied by one safe writer."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The text a file has (``before``; None when it does not exist) and the text it should have.
+
+    A plan whose ``after`` equals ``before`` is a no-op; ``summary`` then says why nothing changes
+    ("runtime nvidia already registered"). ``notes`` are things the user should know either way.
+    """
+
+    path: Path
+    before: str | None
+    after: str
+    summary: str
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def changes(self) -> bool:
+        """True when applying the plan would change the file."""
+        return self.before != self.after
+
+    def diff(self, *, label: str | None = None) -> str:
+        """A unified diff from ``before`` to ``after`` (empty for a no-op)."""
+        if not self.changes:
+            return ""
+        name = label or str(self.path)
+        before_lines = (self.before or "").splitlines(keepends=True)
+        after_lines = self.after.splitlines(keepends=True)
+        fromfile = name if self.before is not None else "/dev/null"
+        return "".join(
+            _terminated(line)
+            for line in difflib.unified_diff(before_lines, after_lines, fromfile, name)
+        )
+
+
+def _terminated(line: str) -> str:
+    return line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
