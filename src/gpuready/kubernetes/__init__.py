@@ -1,0 +1,1 @@
+"""Kubernetes objects gpuready writes and reads: the RuntimeClass."""

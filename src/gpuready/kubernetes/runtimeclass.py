@@ -1,0 +1,93 @@
+"""The RuntimeClass that lets a pod opt in to the NVIDIA runtime.
+
+A pod with ``runtimeClassName: nvidia`` is run by the containerd runtime whose name equals the
+RuntimeClass's ``handler``; a handler that names no runtime fails only when the pod starts, with
+``RunContainerError``, which is why gpuready checks it before any pod is scheduled.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpuready.errors import InputError
+
+API_VERSION = "node.k8s.io/v1"
+KIND = "RuntimeClass"
+# RFC 1123 DNS label, as Kubernetes validates both metadata.name and handler.
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_LABEL_MAX = 63
+
+
+@dataclass(frozen=True)
+class RuntimeClass:
+    """One RuntimeClass as read from a manifest; ``line`` is where its document starts."""
+
+    name: str | None
+    handler: str | None
+    file: str
+    line: int
+
+
+def manifest(name: str, handler: str) -> dict[str, Any]:
+    """The RuntimeClass manifest, with the four fields the contract requires."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": {"name": name},
+        "handler": handler,
+    }
+
+
+def render(name: str, handler: str) -> str:
+    """The manifest as YAML text."""
+    import yaml
+
+    return yaml.safe_dump(manifest(name, handler), sort_keys=False, default_flow_style=False)
+
+
+def is_dns_label(value: object) -> bool:
+    """True for a lowercase RFC 1123 label of at most 63 characters."""
+    return isinstance(value, str) and len(value) <= DNS_LABEL_MAX and bool(DNS_LABEL.match(value))
+
+
+def load(path: Path) -> list[RuntimeClass]:
+    """Every RuntimeClass in a (possibly multi-document) YAML file."""
+    from gpuready.containerd.document import read_text
+
+    text = read_text(path)
+    return parse(text, path)
+
+
+def parse(text: str, path: Path | str) -> list[RuntimeClass]:
+    """Every RuntimeClass document in ``text``; YAML errors carry their line and column."""
+    import yaml
+
+    try:
+        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as error:
+        raise _yaml_error(error, path) from None
+    found = []
+    for node, document in zip(nodes, documents, strict=True):
+        if isinstance(document, dict) and document.get("kind") == KIND:
+            metadata = document.get("metadata") or {}
+            found.append(
+                RuntimeClass(
+                    name=metadata.get("name") if isinstance(metadata, dict) else None,
+                    handler=document.get("handler"),
+                    file=str(path),
+                    line=node.start_mark.line + 1 if node is not None else 1,
+                )
+            )
+    return found
+
+
+def _yaml_error(error: Exception, path: Path | str) -> InputError:
+    mark = getattr(error, "problem_mark", None)
+    reason = getattr(error, "problem", None) or str(error)
+    if mark is None:
+        return InputError(path, f"invalid YAML: {reason}")
+    return InputError(path, f"invalid YAML: {reason}", line=mark.line + 1, column=mark.column + 1)
