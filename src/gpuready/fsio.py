@@ -20,8 +20,6 @@ from gpuready.errors import WriteError
 from gpuready.plan import Plan
 
 BACKUP_SUFFIX = ".gpuready.bak"
-LOCK_PREFIX = "."
-LOCK_SUFFIX = ".gpuready.lock"
 NEW_FILE_MODE = 0o644
 
 
@@ -37,21 +35,18 @@ def backup_path(path: Path) -> Path:
     return path.with_name(path.name + BACKUP_SUFFIX)
 
 
-def lock_path(path: Path) -> Path:
-    """The lock file guarding ``path``: hidden, beside it, matched by no ``*.toml`` glob."""
-    return path.with_name(LOCK_PREFIX + path.name + LOCK_SUFFIX)
-
-
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock for ``path`` (a sidecar lock file, since the file itself is replaced).
+    """Hold an exclusive lock for ``path`` while it is read, planned and written.
 
-    Read the file, plan, and apply inside one ``locked`` block so a concurrent run waits instead
-    of overwriting this one's edit.
+    The lock is taken on the file's folder (``flock`` on a directory descriptor), not on the file,
+    because the file itself is replaced by a rename; and it leaves no lock file behind for
+    containerd's ``imports`` globs to trip over. A concurrent gpuready waits here instead of
+    overwriting this run's edit.
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock_path(path), os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as error:
         raise WriteError(f"{path}: cannot take the lock: {error.strerror or error}") from None
     try:

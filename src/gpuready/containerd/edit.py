@@ -8,7 +8,7 @@ table is touched.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import tomlkit
@@ -43,7 +43,7 @@ def style_from(sibling: Any) -> TableStyle:
     if not isinstance(sibling, Table):
         return TableStyle()
     options = sibling.get("options")
-    literal = _is_literal(sibling.get("runtime_type"))
+    literal = _is_literal(sibling.get("runtime_type")) or _is_literal(_first_string(sibling))
     if isinstance(options, Table):
         return TableStyle(
             header_indent=sibling.trivia.indent,
@@ -85,9 +85,18 @@ def set_values(table, values: Mapping[str, Any], style: TableStyle) -> None:
                 table.add(key, child)
                 child.trivia.indent = style.options_header_indent
         elif key not in table:
-            table.add(key, _item(value, style.body_indent, style=style))
+            _append(table, key, _item(value, style.body_indent, style=style))
         elif table[key] != value:
-            table[key] = _item(value, table[key].trivia.indent, style=style)
+            existing = table[key]
+            keep = replace(style, literal_strings=style.literal_strings or _is_literal(existing))
+            table[key] = _item(value, existing.trivia.indent, style=keep)
+
+
+def _append(table, key: str, item: Item) -> None:
+    """Append a value keeping its own indentation (tomlkit would add the table's indent)."""
+    indent = item.trivia.indent
+    table.add(key, item)
+    item.trivia.indent = indent
 
 
 def _subtable(values: Mapping[str, Any], style: TableStyle):
@@ -130,3 +139,7 @@ def _first_value_indent(table: Table) -> str:
 
 def _is_literal(value: Any) -> bool:
     return isinstance(value, String) and value.type in (StringType.SLL, StringType.MLL)
+
+
+def _first_string(table: Table) -> Any:
+    return next((value for value in table.values() if isinstance(value, String)), None)

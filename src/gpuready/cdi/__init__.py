@@ -1,0 +1,1 @@
+"""The Container Device Interface: NVIDIA specs generated, validated and listed."""

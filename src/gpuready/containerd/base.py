@@ -1,0 +1,69 @@
+"""Where ``gpuready setup`` takes the base config from, in a fixed order of preference."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from gpuready.containerd.document import decode, read_text
+from gpuready.errors import InputError
+from gpuready.paths import FIXTURE_BASE, under_root
+
+CONTAINERD_DEFAULT_TIMEOUT_S = 20
+
+
+@dataclass(frozen=True)
+class BaseSource:
+    """The base config's text and a phrase saying where it came from."""
+
+    text: str
+    origin: str
+    keeps_existing: bool = False
+
+
+def choose_base(*, root: Path, config_path: Path, base: Path | None) -> BaseSource:
+    """The base: ``--base``; else the existing config; else the air-gap fixture under ``root``;
+    else ``containerd config default``; else the base shipped with gpuready."""
+    if base is not None:
+        return BaseSource(read_text(base), f"--base {base}")
+    if config_path.exists():
+        return BaseSource(read_text(config_path), f"existing {config_path}", keeps_existing=True)
+    fixture = under_root(root, FIXTURE_BASE)
+    if fixture.is_file():
+        return BaseSource(read_text(fixture), f"fixture {fixture}")
+    default = containerd_config_default()
+    if default is not None:
+        return BaseSource(default, "`containerd config default`")
+    return BaseSource(shipped_base(), "gpuready's built-in base (config version 2)")
+
+
+def containerd_config_default() -> str | None:
+    """The output of ``containerd config default``, or None when containerd is not installed."""
+    binary = shutil.which("containerd")
+    if binary is None:
+        return None
+    try:
+        result = subprocess.run(
+            [binary, "config", "default"],
+            capture_output=True,
+            timeout=CONTAINERD_DEFAULT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if result.returncode != 0:
+        raise InputError(binary, f"'containerd config default' failed: {_first_line(result.stderr)}")
+    return decode(result.stdout, "containerd config default")
+
+
+def shipped_base() -> str:
+    """The version 2 base config shipped inside the package."""
+    return resources.files("gpuready.data").joinpath("base-config.toml").read_text("utf-8")
+
+
+def _first_line(raw: bytes) -> str:
+    text = raw.decode("utf-8", "replace").strip()
+    return text.splitlines()[0] if text else "no output"

@@ -1,0 +1,88 @@
+"""``gpuready configure``: the registration plus the optional CDI switch, as one plan.
+
+Each part is planned on the text the previous part produced, and the parts are combined into a
+single plan from the file as it is to the file as it will be, so one diff shows everything and one
+safe write applies it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpuready.containerd import facts
+from gpuready.containerd.document import ConfigFile, load_config_text, parse_for_edit
+from gpuready.containerd.edit import ensure_table, set_values, style_from
+from gpuready.containerd.register import RuntimeRequest, plan_registration
+from gpuready.containerd.versions import render_key_path, spec_of
+from gpuready.paths import CDI_DIRS
+from gpuready.plan import Plan
+
+CDI_SPEC_DIRS = [str(directory) for directory in CDI_DIRS]
+
+
+@dataclass(frozen=True)
+class ConfigureRequest:
+    """What ``configure`` should make true of the config."""
+
+    runtime: RuntimeRequest
+    enable_cdi: bool = False
+    set_as_default: bool = False
+
+
+def plan_configure(config: ConfigFile, request: ConfigureRequest) -> Plan:
+    """One plan for the whole request; a no-op whose summary gives every reason."""
+    parts: list[Callable[[ConfigFile], Plan]] = [
+        lambda current: plan_registration(current, request.runtime)
+    ]
+    if request.enable_cdi:
+        parts.append(plan_enable_cdi)
+    if request.set_as_default:
+        parts.append(lambda current: plan_default_runtime(current, request.runtime.name))
+    return _chain(config, parts)
+
+
+def plan_enable_cdi(config: ConfigFile) -> Plan:
+    """Set ``enable_cdi = true`` (and ``cdi_spec_dirs`` when absent) on this version's CRI table.
+
+    containerd before 1.7 has no CDI support and drops both keys without a word.
+    """
+    spec = spec_of(config.data, path=config.path)
+    cri = facts.lookup(config.data, spec.cri_path) or {}
+    wanted = {"enable_cdi": True}
+    if "cdi_spec_dirs" not in cri:
+        wanted["cdi_spec_dirs"] = CDI_SPEC_DIRS
+    header = render_key_path(spec.cri_path)
+    if cri.get("enable_cdi") is True and len(wanted) == 1:
+        return Plan(config.path, config.text, config.text, f"CDI already enabled in [{header}]")
+    document = parse_for_edit(config)
+    table = ensure_table(document, spec.cri_path)
+    set_values(table, wanted, style_from(table))
+    return Plan(config.path, config.text, document.as_string(), f"enable CDI in [{header}]")
+
+
+def plan_default_runtime(config: ConfigFile, name: str) -> Plan:
+    """Make ``name`` the default runtime: every pod without a RuntimeClass will then use it."""
+    spec = spec_of(config.data, path=config.path)
+    header = render_key_path(spec.containerd_path)
+    if facts.default_runtime_name(config.data, spec) == name:
+        return Plan(config.path, config.text, config.text, f"{name} already the default runtime")
+    document = parse_for_edit(config)
+    table = ensure_table(document, spec.containerd_path)
+    set_values(table, {"default_runtime_name": name}, style_from(table))
+    return Plan(config.path, config.text, document.as_string(),
+                f"set default_runtime_name = {name!r} in [{header}]")
+
+
+def _chain(config: ConfigFile, parts: list[Callable[[ConfigFile], Plan]]) -> Plan:
+    current = config
+    plans = []
+    for part in parts:
+        plan = part(current)
+        plans.append(plan)
+        if plan.changes:
+            current = load_config_text(plan.after, config.path)
+    changed = [plan.summary for plan in plans if plan.changes]
+    summary = "; ".join(changed or [plan.summary for plan in plans])
+    notes = tuple(note for plan in plans for note in plan.notes)
+    return Plan(config.path, config.text, current.text, summary, notes)

@@ -1,0 +1,307 @@
+"""The registration contract: the toolkit files' exact contents and the checks that prove them.
+
+Every value written to ``parsed.txt`` and ``report.txt`` is derived here by parsing the files on
+disk (config.toml with ``tomllib``, the RuntimeClass and the CDI spec with YAML), so a wrong file
+gives a wrong report and a failed check, never a constant that merely looks right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from gpuready.containerd import facts
+from gpuready.containerd.document import parse_toml
+from gpuready.containerd.versions import render_key_path, spec_of
+from gpuready.errors import InputError
+from gpuready.paths import CDI_SPEC, CONTAINERD_CONFIG, under_root
+
+NVIDIA_CDI_KIND = "nvidia.com/gpu"
+EXPECTED_DEFAULT = "runc"
+WHY_DEFAULT = "runtimeclass"
+
+
+@dataclass(frozen=True)
+class NodeFiles:
+    """The real paths (under the sandbox root) of every file of the contract."""
+
+    config: Path
+    cdi_spec: Path
+    toolkit: Path
+
+    @classmethod
+    def under(cls, root: Path, toolkit_dir: PurePosixPath | str) -> NodeFiles:
+        """The contract's paths below ``root``."""
+        return cls(
+            config=under_root(root, CONTAINERD_CONFIG),
+            cdi_spec=under_root(root, CDI_SPEC),
+            toolkit=under_root(root, toolkit_dir),
+        )
+
+    @property
+    def default_txt(self) -> Path:
+        """``default.txt``: the default runtime and why it stays."""
+        return self.toolkit / "default.txt"
+
+    @property
+    def parsed_txt(self) -> Path:
+        """``parsed.txt``: the config's version and registered runtimes."""
+        return self.toolkit / "parsed.txt"
+
+    @property
+    def cdi_keys_txt(self) -> Path:
+        """``cdi-keys.txt``: the CDI spec's top-level keys."""
+        return self.toolkit / "cdi-keys.txt"
+
+    @property
+    def runtimeclass(self) -> Path:
+        """``runtimeclass.yaml``: the RuntimeClass manifest."""
+        return self.toolkit / "runtimeclass.yaml"
+
+    @property
+    def report_txt(self) -> Path:
+        """``report.txt``: the five-line verification report."""
+        return self.toolkit / "report.txt"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verified statement about the node, with what to do when it fails."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+@dataclass
+class ConfigFacts:
+    """What the contract needs from config.toml, read with ``tomllib``."""
+
+    version: int
+    runtimes: list[str]
+    default_runtime: str
+    runtime_table: str
+    runtime: Mapping[str, Any] | None
+    runtime_name: str
+    problems: list[str] = field(default_factory=list)
+
+
+def read_config_facts(text: str, path: Path, runtime_name: str) -> ConfigFacts:
+    """Parse config.toml's text and pick out what the contract checks."""
+    data = parse_toml(text, path)
+    spec = spec_of(data, path=path)
+    return ConfigFacts(
+        version=spec.number,
+        runtimes=sorted(facts.runtimes(data, spec)),
+        default_runtime=facts.default_runtime_name(data, spec),
+        runtime_table=render_key_path(spec.runtimes_path),
+        runtime=facts.runtime(data, spec, runtime_name),
+        runtime_name=runtime_name,
+    )
+
+
+def default_txt(config: ConfigFacts) -> str:
+    """``default.txt``: exactly two lines."""
+    return f"DEFAULT={config.default_runtime}\nWHY={WHY_DEFAULT}\n"
+
+
+def parsed_txt(config: ConfigFacts) -> str:
+    """``parsed.txt``: the version, then the registered runtime names, sorted."""
+    return f"VERSION={config.version}\nRUNTIMES={','.join(config.runtimes)}\n"
+
+
+def read_yaml_mapping(text: str, path: Path) -> dict[str, Any]:
+    """A YAML document that must be a mapping (``safe_load`` only)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        reason = getattr(error, "problem", None) or str(error)
+        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
+        raise InputError(path, f"invalid YAML: {reason}", line=line, column=column) from None
+    if not isinstance(data, dict):
+        raise InputError(path, "expected a YAML mapping at the top level")
+    return data
+
+
+def cdi_keys_txt(spec: Mapping[str, Any]) -> str:
+    """``cdi-keys.txt``: the CDI spec's top-level keys, one per line, in file order."""
+    return "".join(f"{key}\n" for key in spec)
+
+
+def report_txt(config: ConfigFacts, handler: object) -> str:
+    """``report.txt``: five lines, each value derived from the parsed files.
+
+    A value that cannot be derived is written as ``INVALID: <why>`` so the report itself says
+    what is wrong.
+    """
+    lines = [
+        f"CONFIG_VERSION={config.version}",
+        f"RUNTIME={_runtime_value(config)}",
+        f"RUNTIME_TYPE={_runtime_type_value(config)}",
+        f"SYSTEMD_CGROUP={_systemd_value(config)}",
+        f"HANDLER={_handler_value(config, handler)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _runtime_value(config: ConfigFacts) -> str:
+    if config.runtime is None:
+        return f"INVALID: no runtime {config.runtime_name} in [{config.runtime_table}]"
+    return config.runtime_name
+
+
+def _runtime_type_value(config: ConfigFacts) -> str:
+    value = (config.runtime or {}).get("runtime_type")
+    if not isinstance(value, str) or not value:
+        return f"INVALID: runtime {config.runtime_name} has no runtime_type"
+    return value
+
+
+def _systemd_value(config: ConfigFacts) -> str:
+    value = facts.runtime_options(config.runtime).get("SystemdCgroup")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return f"INVALID: runtime {config.runtime_name} sets no options.SystemdCgroup"
+    return f"INVALID: SystemdCgroup is {type(value).__name__} {value!r}, not a TOML boolean"
+
+
+def _handler_value(config: ConfigFacts, handler: object) -> str:
+    if not isinstance(handler, str) or not handler:
+        return "INVALID: the RuntimeClass has no handler"
+    if handler not in config.runtimes:
+        return f"INVALID: handler {handler} names no registered runtime ({', '.join(config.runtimes)})"
+    return handler
+
+
+def check_runtimeclass(manifest: Mapping[str, Any], config: ConfigFacts) -> list[Check]:
+    """The RuntimeClass has the four fields and its handler names a registered runtime."""
+    metadata = manifest.get("metadata") if isinstance(manifest.get("metadata"), dict) else {}
+    handler = manifest.get("handler")
+    return [
+        _equals("RuntimeClass apiVersion", manifest.get("apiVersion"), "node.k8s.io/v1"),
+        _equals("RuntimeClass kind", manifest.get("kind"), "RuntimeClass"),
+        _equals("RuntimeClass metadata.name", metadata.get("name"), config.runtime_name),
+        Check(
+            "RuntimeClass handler matches a runtime",
+            handler in config.runtimes,
+            f"handler {handler!r}; registered runtimes: {', '.join(config.runtimes) or 'none'}",
+            f"set handler to the runtime's name in config.toml ({config.runtime_name}); a pod "
+            "with a handler that names no runtime fails with RunContainerError",
+        ),
+    ]
+
+
+def check_config(config: ConfigFacts) -> list[Check]:
+    """runc and the NVIDIA runtime registered, runc the default, SystemdCgroup a boolean true."""
+    systemd = facts.runtime_options(config.runtime).get("SystemdCgroup")
+    runtime_type = (config.runtime or {}).get("runtime_type")
+    return [
+        Check(
+            "runc registered",
+            "runc" in config.runtimes,
+            f"runtimes in [{config.runtime_table}]: {', '.join(config.runtimes) or 'none'}",
+            "keep the runc runtime: it runs every pod without a RuntimeClass",
+        ),
+        Check(
+            f"runtime {config.runtime_name} registered",
+            config.runtime is not None,
+            f"runtimes in [{config.runtime_table}]: {', '.join(config.runtimes) or 'none'}",
+            f"run 'gpuready configure' to add [{config.runtime_table}.{config.runtime_name}]",
+        ),
+        Check(
+            f"runtime {config.runtime_name} has a runtime_type",
+            isinstance(runtime_type, str) and bool(runtime_type),
+            f"runtime_type = {runtime_type!r}",
+            'set runtime_type = "io.containerd.runc.v2"',
+        ),
+        Check(
+            "default_runtime_name is runc",
+            config.default_runtime == EXPECTED_DEFAULT,
+            f"default_runtime_name = {config.default_runtime!r}",
+            'set default_runtime_name = "runc"; GPU pods opt in with the RuntimeClass',
+        ),
+        Check(
+            "SystemdCgroup is the boolean true",
+            systemd is True,
+            f"options.SystemdCgroup = {systemd!r} ({type(systemd).__name__})",
+            "write SystemdCgroup = true (a TOML boolean, without quotes) in the runtime's options",
+        ),
+    ]
+
+
+def check_file_content(name: str, path: Path, expected: str, read: Callable[[Path], str]) -> Check:
+    """A toolkit file holds exactly what the parsed sources say it should."""
+    try:
+        actual = read(path)
+    except InputError as error:
+        return Check(name, False, error.message(), "run 'gpuready setup' to write it")
+    detail = "matches" if actual == expected else f"expected {expected!r}, found {actual!r}"
+    return Check(name, actual == expected, f"{path}: {detail}", "run 'gpuready setup' again")
+
+
+def _equals(name: str, actual: object, expected: str) -> Check:
+    return Check(name, actual == expected, f"{actual!r}", f"set it to {expected!r}")
+
+
+def contract_checks(files: NodeFiles, runtime_name: str, read: Callable[[Path], str]) -> list[Check]:
+    """Every check of the contract, reading each file through ``read``."""
+    try:
+        config = read_config_facts(read(files.config), files.config, runtime_name)
+    except InputError as error:
+        return [Check("config.toml parses", False, error.message(),
+                      "fix the file at the line and column shown, then run 'gpuready check'")]
+    checks = [Check("config.toml parses", True, f"{files.config}: version {config.version}")]
+    checks += check_config(config)
+    checks += _manifest_checks(files, config, read)
+    checks += _cdi_checks(files, read)
+    checks += _toolkit_checks(files, config, read)
+    return checks
+
+
+def _manifest_checks(files: NodeFiles, config: ConfigFacts, read) -> list[Check]:
+    try:
+        manifest = read_yaml_mapping(read(files.runtimeclass), files.runtimeclass)
+    except InputError as error:
+        return [Check("RuntimeClass readable", False, error.message(), "run 'gpuready setup'")]
+    return check_runtimeclass(manifest, config)
+
+
+def _cdi_checks(files: NodeFiles, read) -> list[Check]:
+    try:
+        spec = read_yaml_mapping(read(files.cdi_spec), files.cdi_spec)
+    except InputError as error:
+        return [Check("CDI spec readable", False, error.message(), "run 'gpuready cdi generate'")]
+    kind = spec.get("kind")
+    return [
+        Check(
+            f"CDI spec kind is {NVIDIA_CDI_KIND}",
+            kind == NVIDIA_CDI_KIND,
+            f"{files.cdi_spec}: kind {kind!r}",
+            f"set kind: {NVIDIA_CDI_KIND} (or regenerate with 'gpuready cdi generate --force')",
+        ),
+        check_file_content("cdi-keys.txt matches the spec", files.cdi_keys_txt,
+                           cdi_keys_txt(spec), read),
+    ]
+
+
+def _toolkit_checks(files: NodeFiles, config: ConfigFacts, read) -> list[Check]:
+    handler: object = None
+    try:
+        handler = read_yaml_mapping(read(files.runtimeclass), files.runtimeclass).get("handler")
+    except InputError:
+        pass  # reported by the RuntimeClass checks
+    return [
+        check_file_content("default.txt matches config.toml", files.default_txt,
+                           default_txt(config), read),
+        check_file_content("parsed.txt matches config.toml", files.parsed_txt,
+                           parsed_txt(config), read),
+        check_file_content("report.txt matches the files", files.report_txt,
+                           report_txt(config, handler), read),
+    ]

@@ -1,0 +1,156 @@
+"""``gpuready setup``: the contract's eight steps, each one parsing what the step before wrote."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from gpuready.containerd.base import choose_base
+from gpuready.containerd.document import load_config_text
+from gpuready.containerd.register import RuntimeRequest, plan_registration
+from gpuready.kubernetes import runtimeclass
+from gpuready.plan import Plan
+from gpuready.workflow import contract
+from gpuready.workflow.contract import Check, NodeFiles
+from gpuready.workflow.staging import Staging
+
+
+@dataclass(frozen=True)
+class SetupOptions:
+    """Everything ``setup`` needs to know."""
+
+    root: Path
+    request: RuntimeRequest
+    toolkit_dir: PurePosixPath
+    base: Path | None = None
+    gpus: int = 1
+    dry_run: bool = False
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step's outcome, as one line of output."""
+
+    number: int
+    title: str
+    path: Path
+    outcome: str
+
+
+@dataclass
+class SetupResult:
+    """The steps taken, the plans behind them, notes, and the final contract checks."""
+
+    steps: list[Step] = field(default_factory=list)
+    plans: list[Plan] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when every contract check passed."""
+        return all(check.ok for check in self.checks)
+
+
+def run_setup(options: SetupOptions) -> SetupResult:
+    """Run the eight steps in order and verify the result; writes nothing in a dry run."""
+    files = NodeFiles.under(options.root, options.toolkit_dir)
+    staging = Staging(dry_run=options.dry_run)
+    result = SetupResult(plans=staging.plans)
+    config = _stage_and_register(options, files, staging, result)
+    _write_default(files, staging, result, config)
+    _write_parsed(files, staging, result, config)
+    _write_cdi(options, files, staging, result)
+    _write_runtimeclass(files, staging, result, config)
+    _write_report(files, staging, result, config)
+    result.checks = contract.contract_checks(files, options.request.name, staging.read)
+    return result
+
+
+def _stage_and_register(
+    options: SetupOptions, files: NodeFiles, staging: Staging, result: SetupResult
+) -> contract.ConfigFacts:
+    """Steps 1-3: stage the base config and register the runtime with its options."""
+    if not options.dry_run:
+        files.config.parent.mkdir(parents=True, exist_ok=True)
+        files.toolkit.mkdir(parents=True, exist_ok=True)
+    base = choose_base(root=options.root, config_path=files.config, base=options.base)
+    origin_path = options.base or files.config
+
+    def compute(current: str | None) -> Plan:
+        text = current if base.keeps_existing and current is not None else base.text
+        planned = plan_registration(load_config_text(text, origin_path), options.request)
+        return Plan(files.config, current, planned.after, planned.summary, planned.notes)
+
+    plan = staging.edit(files.config, compute)
+    result.notes.extend(plan.notes)
+    staged = "kept" if base.keeps_existing else "staged"
+    result.steps.append(Step(1, "base config", files.config, f"{staged} (base: {base.origin})"))
+    request = options.request
+    result.steps.append(Step(2, "runtime section", files.config, plan.summary))
+    result.steps.append(
+        Step(3, "runtime options", files.config,
+             f"BinaryName = {request.binary!r}, SystemdCgroup = {request.systemd_cgroup.value}")
+    )
+    return contract.read_config_facts(staging.read(files.config), files.config, request.name)
+
+
+def _write_default(files, staging, result, config: contract.ConfigFacts) -> None:
+    """Step 4: record the default runtime (which gpuready never changes) and why."""
+    plan = staging.write(files.default_txt, contract.default_txt(config), "default runtime")
+    verdict = "runc, unchanged" if config.default_runtime == "runc" else "NOT runc"
+    result.steps.append(Step(4, "default runtime", plan.path, f"{verdict} ({_written(plan)})"))
+
+
+def _write_parsed(files, staging, result, config: contract.ConfigFacts) -> None:
+    """Step 5: the version and runtime names, as tomllib reads the written config."""
+    plan = staging.write(files.parsed_txt, contract.parsed_txt(config), "parsed config")
+    detail = f"version {config.version}, runtimes {', '.join(config.runtimes)}"
+    result.steps.append(Step(5, "TOML validated", plan.path, f"{detail} ({_written(plan)})"))
+
+
+def _write_cdi(options: SetupOptions, files, staging, result) -> None:
+    """Step 6: keep an existing CDI spec (checked) or generate one; record its top-level keys."""
+    if staging.exists(files.cdi_spec):
+        outcome = "kept existing spec"
+    else:
+        text = generate_cdi_spec(options.root, gpus=options.gpus)
+        staging.write(files.cdi_spec, text, "CDI spec")
+        outcome = "generated"
+    spec = contract.read_yaml_mapping(staging.read(files.cdi_spec), files.cdi_spec)
+    kind = spec.get("kind")
+    outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
+    result.steps.append(Step(6, "CDI spec", files.cdi_spec, outcome))
+    staging.write(files.cdi_keys_txt, contract.cdi_keys_txt(spec), "CDI keys")
+
+
+def _write_runtimeclass(files, staging, result, config: contract.ConfigFacts) -> None:
+    """Step 7: the RuntimeClass whose handler is the runtime name read back from config.toml."""
+    handler = config.runtime_name
+    registered = "registered" if handler in config.runtimes else "NOT registered in config.toml"
+    text = runtimeclass.render(config.runtime_name, handler)
+    plan = staging.write(files.runtimeclass, text, "RuntimeClass")
+    outcome = f"handler {handler}, {registered} ({_written(plan)})"
+    result.steps.append(Step(7, "RuntimeClass", plan.path, outcome))
+
+
+def _write_report(files, staging, result, config: contract.ConfigFacts) -> None:
+    """Step 8: the report, every value parsed back from the files just written."""
+    written = contract.read_config_facts(staging.read(files.config), files.config, config.runtime_name)
+    manifest = contract.read_yaml_mapping(staging.read(files.runtimeclass), files.runtimeclass)
+    plan = staging.write(files.report_txt, contract.report_txt(written, manifest.get("handler")),
+                         "report")
+    result.steps.append(Step(8, "verification report", plan.path, _written(plan)))
+
+
+def _written(plan: Plan) -> str:
+    if not plan.changes:
+        return "unchanged"
+    return "created" if plan.before is None else "updated"
+
+
+def generate_cdi_spec(root: Path, *, gpus: int) -> str:
+    """A CDI spec for this node's NVIDIA GPUs (or ``gpus`` of them when none are visible)."""
+    from gpuready.cdi.generate import node_spec_text
+
+    return node_spec_text(root, gpus=gpus)
