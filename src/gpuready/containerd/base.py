@@ -55,7 +55,8 @@ def containerd_config_default() -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     if result.returncode != 0:
-        raise InputError(binary, f"'containerd config default' failed: {_first_line(result.stderr)}")
+        reason = f"'containerd config default' failed: {_first_line(result.stderr)}"
+        raise InputError(binary, reason)
     return decode(result.stdout, "containerd config default")
 
 

@@ -53,7 +53,8 @@ def style_from(sibling: Any) -> TableStyle:
             literal_strings=literal,
         )
     body = _first_value_indent(sibling)
-    return TableStyle(sibling.trivia.indent, body, body, body + "  ", literal)
+    step = body[len(sibling.trivia.indent):] if body.startswith(sibling.trivia.indent) else ""
+    return TableStyle(sibling.trivia.indent, body, body, body + step, literal)
 
 
 def add_table(parent, name: str, values: Mapping[str, Any], style: TableStyle) -> None:
@@ -69,9 +70,11 @@ def add_table(parent, name: str, values: Mapping[str, Any], style: TableStyle) -
             table.add(key, child)
             child.trivia.indent = style.options_header_indent
     table.add(tomlkit.nl())
+    separate = bool(parent.value.body) and not _ends_with_blank_line(parent)
     parent.add(name, table)
-    # tomlkit adds the parent's indentation to an appended table; set the wanted one afterwards.
-    table.trivia.indent = style.header_indent
+    # tomlkit adds the parent's indentation to an appended table; set the wanted one afterwards,
+    # with a blank line first when the text before it does not end in one.
+    table.trivia.indent = ("\n" if separate else "") + style.header_indent
 
 
 def set_values(table, values: Mapping[str, Any], style: TableStyle) -> None:
@@ -87,7 +90,7 @@ def set_values(table, values: Mapping[str, Any], style: TableStyle) -> None:
         elif key not in table:
             _append(table, key, _item(value, style.body_indent, style=style))
         elif table[key] != value:
-            existing = table[key]
+            existing = table.item(key)  # the Item: table[key] unwraps booleans to bool
             keep = replace(style, literal_strings=style.literal_strings or _is_literal(existing))
             table[key] = _item(value, existing.trivia.indent, style=keep)
 
@@ -143,3 +146,14 @@ def _is_literal(value: Any) -> bool:
 
 def _first_string(table: Table) -> Any:
     return next((value for value in table.values() if isinstance(value, String)), None)
+
+
+def _ends_with_blank_line(container: Any) -> bool:
+    """True when the rendered container ends in an empty line (its last item, recursively)."""
+    body = getattr(container, "value", container).body
+    if not body:
+        return False
+    _, last = body[-1]
+    if isinstance(last, Table):
+        return _ends_with_blank_line(last)
+    return last.as_string().endswith("\n") and isinstance(last, tomlkit.items.Whitespace)

@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.document import ConfigFile, load_config_text, parse_for_edit
 from gpuready.containerd.edit import add_table, ensure_table, set_values, style_from
-from gpuready.containerd.versions import ConfigVersion, KeyPath, render_key_path, spec_of
+from gpuready.containerd.versions import ConfigVersion, render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.plan import Plan
 
@@ -29,7 +29,7 @@ TEMPLATE_CANDIDATES = ("runc", "crun")
 INHERITED_KEYS = ("runtime_type", "privileged_without_host_devices", "base_runtime_spec")
 
 
-class CgroupMode(str, Enum):
+class CgroupMode(StrEnum):
     """What ``--systemd-cgroup`` asks for the new runtime's ``SystemdCgroup``."""
 
     TRUE = "true"
@@ -47,7 +47,7 @@ class RuntimeRequest:
 
 
 def plan_registration(config: ConfigFile, request: RuntimeRequest) -> Plan:
-    """The plan that registers ``request`` in ``config`` (a no-op with a reason when it is there)."""
+    """The plan that registers ``request`` in ``config`` (a no-op with a reason if it is there)."""
     spec = spec_of(config.data, path=config.path)
     template_name, template = _template(config.data, spec, request.name)
     desired = desired_runtime(template, request)

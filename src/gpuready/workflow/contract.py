@@ -7,6 +7,7 @@ gives a wrong report and a failed check, never a constant that merely looks righ
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -176,7 +177,8 @@ def _handler_value(config: ConfigFacts, handler: object) -> str:
     if not isinstance(handler, str) or not handler:
         return "INVALID: the RuntimeClass has no handler"
     if handler not in config.runtimes:
-        return f"INVALID: handler {handler} names no registered runtime ({', '.join(config.runtimes)})"
+        registered = ", ".join(config.runtimes)
+        return f"INVALID: handler {handler} names no registered runtime ({registered})"
     return handler
 
 
@@ -250,7 +252,9 @@ def _equals(name: str, actual: object, expected: str) -> Check:
     return Check(name, actual == expected, f"{actual!r}", f"set it to {expected!r}")
 
 
-def contract_checks(files: NodeFiles, runtime_name: str, read: Callable[[Path], str]) -> list[Check]:
+def contract_checks(
+    files: NodeFiles, runtime_name: str, read: Callable[[Path], str]
+) -> list[Check]:
     """Every check of the contract, reading each file through ``read``."""
     try:
         config = read_config_facts(read(files.config), files.config, runtime_name)
@@ -293,10 +297,8 @@ def _cdi_checks(files: NodeFiles, read) -> list[Check]:
 
 def _toolkit_checks(files: NodeFiles, config: ConfigFacts, read) -> list[Check]:
     handler: object = None
-    try:
+    with contextlib.suppress(InputError):  # an unreadable manifest is its own failed check
         handler = read_yaml_mapping(read(files.runtimeclass), files.runtimeclass).get("handler")
-    except InputError:
-        pass  # reported by the RuntimeClass checks
     return [
         check_file_content("default.txt matches config.toml", files.default_txt,
                            default_txt(config), read),

@@ -98,7 +98,8 @@ def _stage_and_register(
 def _write_default(files, staging, result, config: contract.ConfigFacts) -> None:
     """Step 4: record the default runtime (which gpuready never changes) and why."""
     plan = staging.write(files.default_txt, contract.default_txt(config), "default runtime")
-    verdict = "runc, unchanged" if config.default_runtime == "runc" else "NOT runc"
+    verdict = "runc, left as it is" if config.default_runtime == "runc" else (
+        f"{config.default_runtime!r}, NOT runc: every pod without a RuntimeClass runs through it")
     result.steps.append(Step(4, "default runtime", plan.path, f"{verdict} ({_written(plan)})"))
 
 
@@ -136,7 +137,8 @@ def _write_runtimeclass(files, staging, result, config: contract.ConfigFacts) ->
 
 def _write_report(files, staging, result, config: contract.ConfigFacts) -> None:
     """Step 8: the report, every value parsed back from the files just written."""
-    written = contract.read_config_facts(staging.read(files.config), files.config, config.runtime_name)
+    text = staging.read(files.config)
+    written = contract.read_config_facts(text, files.config, config.runtime_name)
     manifest = contract.read_yaml_mapping(staging.read(files.runtimeclass), files.runtimeclass)
     plan = staging.write(files.report_txt, contract.report_txt(written, manifest.get("handler")),
                          "report")

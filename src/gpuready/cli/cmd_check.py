@@ -1,0 +1,64 @@
+"""``gpuready check``: verify what ``setup`` produced, one line per check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from gpuready.cli import common
+
+DESCRIPTION = """\
+Re-read every file of the registration contract and verify it: config.toml parses; runc and the
+NVIDIA runtime are registered; default_runtime_name is runc; SystemdCgroup is the boolean true;
+the RuntimeClass handler equals a registered runtime; the CDI spec has kind nvidia.com/gpu; and
+default.txt, parsed.txt, cdi-keys.txt and report.txt say what the files they describe say.
+"""
+
+EPILOG = """\
+exit codes:
+  0  every check passed
+  1  at least one check failed (each failure says what to fix)
+  2  bad usage
+"""
+
+
+def register(subparsers) -> None:
+    """Add the ``check`` command."""
+    parser = common.add_command(
+        subparsers,
+        "check",
+        help="verify the files setup produced against the contract",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    common.add_root(parser)
+    common.add_runtime_name(parser)
+    parser.add_argument(
+        "--toolkit-dir", default="/root/toolkit", metavar="DIR",
+        help="node folder of the toolkit files (default: /root/toolkit)",
+    )
+    common.add_format(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run every contract check and print them."""
+    from pathlib import Path, PurePosixPath
+
+    from gpuready.containerd.document import read_text
+    from gpuready.workflow.contract import NodeFiles, contract_checks
+
+    files = NodeFiles.under(Path(args.root).absolute(), PurePosixPath(args.toolkit_dir))
+    checks = contract_checks(files, args.runtime_name, read_text)
+    ok = all(check.ok for check in checks)
+    if args.format == "json":
+        print(json.dumps({"status": "ok" if ok else "failed",
+                          "checks": [vars(check) for check in checks]}, indent=2))
+        return 0 if ok else 1
+    for check in checks:
+        print(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
+        if not check.ok:
+            print(f"     fix: {check.fix}")
+    failed = sum(not check.ok for check in checks)
+    print(f"{len(checks) - failed} passed, {failed} failed")
+    return 0 if ok else 1

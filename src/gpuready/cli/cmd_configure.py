@@ -1,0 +1,169 @@
+"""``gpuready configure``: register the NVIDIA runtime in an existing containerd config."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gpuready.cli import common
+
+DESCRIPTION = """\
+Register the NVIDIA runtime in containerd's config.toml at the table its 'version' reads
+(1: plugins.cri, 2: plugins."io.containerd.grpc.v1.cri", 3 and 4:
+plugins."io.containerd.cri.v1.runtime"), starting from runc's table so the runtime inherits
+runtime_type and the cgroup driver, then setting options.BinaryName and options.SystemdCgroup.
+
+Every byte gpuready does not own stays as it was: comments, key order, blank lines, quoting.
+A second run reports "already registered" and does not touch the file. Writes are atomic, locked,
+and keep a backup of the file as it was before gpuready first changed it (<file>.gpuready.bak).
+"""
+
+EPILOG = """\
+default runtime:
+  default_runtime_name is never changed: GPU pods opt in with a RuntimeClass whose handler is the
+  runtime's name, so a problem in the NVIDIA runtime cannot spread to every pod on the node.
+  --set-as-default exists for the rare node that needs it and is refused without
+  --confirm-every-pod-uses-it.
+
+exit codes:
+  0  registered, or already registered
+  2  bad input (not TOML, unknown version, unreadable file); nothing was written
+
+examples:
+  gpuready configure --dry-run
+  gpuready configure --config /etc/containerd/config.toml --runtime-name nvidia
+  gpuready configure --enable-cdi --format json
+"""
+
+SET_AS_DEFAULT_REFUSAL = """\
+refusing --set-as-default without --confirm-every-pod-uses-it.
+With default_runtime_name = "{name}" every pod on this node, GPU or not, runs through the NVIDIA
+runtime, and a problem in it (a driver upgrade, a missing library) stops them all. A RuntimeClass
+with handler "{name}" gives GPU pods the runtime and leaves every other pod on runc:
+  gpuready setup            # writes /root/toolkit/runtimeclass.yaml
+  kubectl apply -f /root/toolkit/runtimeclass.yaml
+  # then set runtimeClassName: {name} in the GPU pods' spec"""
+
+
+def register(subparsers) -> None:
+    """Add the ``configure`` command."""
+    parser = common.add_command(
+        subparsers,
+        "configure",
+        help="register the NVIDIA runtime in an existing containerd config",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    common.add_root(parser)
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="the containerd config to edit (default: /etc/containerd/config.toml under --root)",
+    )
+    add_runtime_options(parser)
+    parser.add_argument(
+        "--enable-cdi",
+        action="store_true",
+        help="also set enable_cdi = true and cdi_spec_dirs (containerd 1.7 and later read them)",
+    )
+    parser.add_argument(
+        "--set-as-default",
+        action="store_true",
+        help="make the runtime containerd's default (refused without the confirmation below)",
+    )
+    parser.add_argument(
+        "--confirm-every-pod-uses-it",
+        action="store_true",
+        help="confirm --set-as-default: every pod on the node will use the NVIDIA runtime",
+    )
+    common.add_dry_run(parser)
+    common.add_format(parser)
+    parser.set_defaults(handler=run)
+
+
+def add_runtime_options(parser: argparse.ArgumentParser) -> None:
+    """The options that describe the runtime, shared with ``setup``."""
+    common.add_runtime_name(parser)
+    common.add_binary(parser)
+    parser.add_argument(
+        "--systemd-cgroup",
+        choices=("true", "false", "inherit"),
+        default="true",
+        help="SystemdCgroup of the runtime: true (default), false, or inherit runc's setting",
+    )
+
+
+def runtime_request(args: argparse.Namespace):
+    """The :class:`RuntimeRequest` the runtime options describe."""
+    from gpuready.containerd.register import CgroupMode, RuntimeRequest
+
+    return RuntimeRequest(
+        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup)
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan the edit under the file's lock, then show it (dry run) or apply it."""
+    from pathlib import Path
+
+    from gpuready.containerd.configure import ConfigureRequest, plan_configure
+    from gpuready.containerd.document import load_config
+    from gpuready.errors import UsageError
+    from gpuready.fsio import apply_plan, backup_path, locked
+    from gpuready.paths import CONTAINERD_CONFIG, under_root
+
+    if args.set_as_default and not args.confirm_every_pod_uses_it:
+        raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
+    path = Path(args.config) if args.config else under_root(args.root, CONTAINERD_CONFIG)
+    request = ConfigureRequest(
+        runtime=runtime_request(args),
+        enable_cdi=args.enable_cdi,
+        set_as_default=args.set_as_default,
+    )
+    with locked(path):
+        plan = plan_configure(load_config(path), request)
+        written = False if args.dry_run else apply_plan(plan)
+    report = {
+        "status": "ok",
+        "file": str(path),
+        "changed": plan.changes,
+        "written": written,
+        "summary": plan.summary,
+        "notes": list(plan.notes),
+        "backup": str(backup_path(path)) if written else None,
+        "diff": plan.diff(),
+    }
+    if args.enable_cdi:
+        report["notes"].append(cdi_support_note())
+    print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    return 0
+
+
+def cdi_support_note() -> str:
+    """What the installed containerd does with ``enable_cdi``."""
+    from gpuready.containerd.installed import installed_release
+
+    release = installed_release()
+    if release is None:
+        return "enable_cdi needs containerd 1.7 or later; earlier releases ignore it"
+    if release < (1, 7):
+        return (f"the installed containerd is {release[0]}.{release[1]}: it ignores enable_cdi "
+                "(CDI needs containerd 1.7 or later)")
+    return f"the installed containerd ({release[0]}.{release[1]}) reads enable_cdi"
+
+
+def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
+    """Print the outcome: the summary and notes, and the diff in a dry run."""
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    if dry_run and report["diff"]:
+        sys.stdout.write(report["diff"])
+    prefix = "would " if dry_run and report["changed"] else ""
+    state = "" if report["changed"] else " (no change)"
+    print(f"{report['file']}: {prefix}{report['summary']}{state}")
+    for note in report["notes"]:
+        print(f"note: {note}")
+    if report["written"]:
+        print(f"backup of the original: {report['backup']}")

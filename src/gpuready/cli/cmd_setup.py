@@ -1,0 +1,134 @@
+"""``gpuready setup``: the registration contract's eight steps, end to end."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from gpuready.cli import common
+from gpuready.cli.cmd_configure import add_runtime_options, runtime_request
+
+DESCRIPTION = """\
+Run the eight steps of the registration contract, in order, and verify the result:
+
+  1. stage the base config at /etc/containerd/config.toml, create the toolkit folder
+  2. add [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia] (at the table the
+     file's version reads) with runtime_type = "io.containerd.runc.v2"
+  3. set its options: BinaryName and SystemdCgroup = true (a TOML boolean)
+  4. read default_runtime_name and write default.txt (DEFAULT=runc, WHY=runtimeclass)
+  5. parse config.toml with tomllib and write parsed.txt (VERSION, RUNTIMES)
+  6. keep /etc/cdi/nvidia.yaml (checked for kind: nvidia.com/gpu) or generate it; cdi-keys.txt
+  7. write runtimeclass.yaml (node.k8s.io/v1 RuntimeClass, handler = the runtime name)
+  8. write report.txt: five lines, every value parsed back from the files just written
+
+Base config, first found: --base FILE; the existing /etc/containerd/config.toml (edited in
+place); /opt/fixtures/gpu-airgap/containerd/config.toml.base; `containerd config default`;
+gpuready's built-in version 2 base. Every path is taken under --root. Running setup again
+changes no byte.
+"""
+
+EPILOG = """\
+exit codes:
+  0  done, and every check of the contract passed
+  1  a check failed (the report says which value is wrong)
+  2  bad input or usage; nothing was written
+
+examples:
+  gpuready setup --root /tmp/node --dry-run
+  gpuready setup --root /tmp/node && cat /tmp/node/root/toolkit/report.txt
+  gpuready setup --gpus 8 --format json
+"""
+
+
+def register(subparsers) -> None:
+    """Add the ``setup`` command."""
+    parser = common.add_command(
+        subparsers,
+        "setup",
+        help="run the whole workflow: register, CDI spec, RuntimeClass, report",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    common.add_root(parser)
+    parser.add_argument("--base", metavar="FILE", help="the base config to start from")
+    add_runtime_options(parser)
+    parser.add_argument(
+        "--toolkit-dir",
+        default="/root/toolkit",
+        metavar="DIR",
+        help="node folder for default.txt, parsed.txt, cdi-keys.txt, runtimeclass.yaml and "
+        "report.txt (default: /root/toolkit)",
+    )
+    parser.add_argument(
+        "--gpus",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="GPUs to describe in a new CDI spec when no NVIDIA device nodes exist (default: 1)",
+    )
+    common.add_dry_run(parser)
+    common.add_format(parser)
+    parser.set_defaults(handler=run)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the steps, print one line each (and the diffs in a dry run), then the checks."""
+    from pathlib import Path, PurePosixPath
+
+    from gpuready.workflow.setup import SetupOptions, run_setup
+
+    options = SetupOptions(
+        root=Path(args.root).absolute(),
+        request=runtime_request(args),
+        toolkit_dir=PurePosixPath(args.toolkit_dir),
+        base=Path(args.base) if args.base else None,
+        gpus=args.gpus,
+        dry_run=args.dry_run,
+    )
+    result = run_setup(options)
+    if args.format == "json":
+        print(json.dumps(_as_json(result, dry_run=args.dry_run), indent=2))
+    else:
+        _print_text(result, dry_run=args.dry_run)
+    return 0 if result.ok else 1
+
+
+def _print_text(result, *, dry_run: bool) -> None:
+    if dry_run:
+        for plan in result.plans:
+            sys.stdout.write(plan.diff())
+    for step in result.steps:
+        print(f"[{step.number}/8] {step.title}: {step.path}: {step.outcome}")
+    for note in result.notes:
+        print(f"note: {note}")
+    failed = [check for check in result.checks if not check.ok]
+    for check in failed:
+        print(f"FAIL {check.name}: {check.detail}\n     fix: {check.fix}")
+    verdict = "would pass" if dry_run else "passed"
+    if failed:
+        print(f"{len(failed)} of {len(result.checks)} checks failed")
+    else:
+        print(f"all {len(result.checks)} checks {verdict}" + (" (dry run: nothing written)"
+                                                           if dry_run else ""))
+
+
+def _as_json(result, *, dry_run: bool) -> dict:
+    return {
+        "status": "ok" if result.ok else "failed",
+        "dry_run": dry_run,
+        "steps": [
+            {"step": s.number, "title": s.title, "path": str(s.path), "outcome": s.outcome}
+            for s in result.steps
+        ],
+        "notes": result.notes,
+        "checks": [vars(check) for check in result.checks],
+        "changed_files": [str(plan.path) for plan in result.plans if plan.changes],
+    }

@@ -1,0 +1,73 @@
+"""Small helpers shared by the tests: running the CLI and reading test data."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data"
+CONTAINERD_DATA = DATA / "containerd"
+LAB_BASE = CONTAINERD_DATA / "lab-base.toml"
+FIXTURE_BASE_NODE_PATH = "opt/fixtures/gpu-airgap/containerd/config.toml.base"
+
+
+@dataclass
+class Completed:
+    """What a CLI run returned."""
+
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> Completed:
+    """Run ``python -m gpuready`` in a subprocess, as a user would."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = str(REPO / "src") + os.pathsep + environment.get("PYTHONPATH", "")
+    environment.pop("GPUREADY_DEBUG", None)
+    environment.update(env or {})
+    result = subprocess.run(
+        [sys.executable, "-m", "gpuready", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=environment,
+        timeout=120,
+    )
+    return Completed(result.returncode, result.stdout, result.stderr)
+
+
+def stage_fixture(root: Path, base: Path = LAB_BASE) -> Path:
+    """Put the contract's base fixture under a sandbox root, as step 1 expects it."""
+    target = root / FIXTURE_BASE_NODE_PATH
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(base, target)
+    return target
+
+
+def require_binary(name: str) -> str:
+    """The path of a real binary; a failure under CI=true, a skip elsewhere, when missing."""
+    path = shutil.which(name) or next(
+        (str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if p.exists()), None
+    )
+    if path:
+        return path
+    message = f"{name} is not installed (apt-get install containerd runc)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def added_lines_only(before: str, after: str) -> bool:
+    """True when ``after`` is ``before`` with lines inserted and none changed or removed."""
+    import difflib
+
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    return all(tag in ("equal", "insert") for tag, *_ in matcher.get_opcodes())

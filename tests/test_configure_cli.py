@@ -1,0 +1,194 @@
+"""``gpuready configure`` end to end: the file, its bytes, its backup, its errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import CONTAINERD_DATA, LAB_BASE, REPO, added_lines_only, run_cli
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    path = tmp_path / "etc" / "containerd" / "config.toml"
+    path.parent.mkdir(parents=True)
+    shutil.copyfile(LAB_BASE, path)
+    return path
+
+
+def test_registers_keeping_every_original_line_and_keeps_a_backup(config: Path) -> None:
+    original = config.read_text()
+    result = run_cli("configure", "--config", str(config))
+    assert result.code == 0, result.err
+    assert "register runtime nvidia" in result.out
+    after = config.read_text()
+    assert added_lines_only(original, after)
+    assert "# Keep runc as the default: GPU workloads opt in through a RuntimeClass." in after
+    assert Path(str(config) + ".gpuready.bak").read_text() == original
+
+
+def test_second_run_reports_already_registered_and_leaves_bytes_and_mtime(config: Path) -> None:
+    assert run_cli("configure", "--config", str(config)).code == 0
+    before = config.read_bytes()
+    os.utime(config, (1_000_000_000, 1_000_000_000))
+    result = run_cli("configure", "--config", str(config))
+    assert result.code == 0
+    assert "already registered" in result.out
+    assert config.read_bytes() == before
+    assert config.stat().st_mtime == 1_000_000_000
+
+
+def test_root_prefixes_the_default_config_path(config: Path) -> None:
+    root = config.parents[2]
+    assert run_cli("configure", "--root", str(root)).code == 0
+    assert "runtimes.nvidia]" in config.read_text()
+
+
+def test_dry_run_prints_a_diff_and_writes_nothing(config: Path) -> None:
+    before = config.read_bytes()
+    result = run_cli("configure", "--config", str(config), "--dry-run")
+    assert result.code == 0
+    assert result.out.startswith(f"--- {config}\n+++ {config}\n")
+    assert '+        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in result.out
+    assert "would register runtime nvidia" in result.out
+    assert config.read_bytes() == before
+    assert not Path(str(config) + ".gpuready.bak").exists()
+
+
+def test_keeps_mode_of_the_original(config: Path) -> None:
+    config.chmod(0o600)
+    assert run_cli("configure", "--config", str(config)).code == 0
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+
+
+def test_json_output_has_status_and_the_diff(config: Path) -> None:
+    import json
+
+    result = run_cli("configure", "--config", str(config), "--format", "json", "--dry-run")
+    report = json.loads(result.out)
+    assert report["status"] == "ok"
+    assert report["changed"] is True and report["written"] is False
+    assert "+            SystemdCgroup = true" in report["diff"]
+
+
+def test_cgroupfs_runc_gets_a_warning_and_inherit_follows_runc(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    shutil.copyfile(CONTAINERD_DATA / "containerd-1.6.20-default.toml", config)
+    warned = run_cli("configure", "--config", str(config), "--dry-run")
+    assert "cgroup driver mismatch" in warned.out
+    inherited = run_cli("configure", "--config", str(config), "--systemd-cgroup", "inherit")
+    assert "cgroup driver mismatch" not in inherited.out
+    import tomllib
+
+    data = tomllib.loads(config.read_text())
+    runtimes = data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimes["nvidia"]["options"]["SystemdCgroup"] is False
+
+
+def test_set_as_default_is_refused_without_confirmation(config: Path) -> None:
+    before = config.read_bytes()
+    result = run_cli("configure", "--config", str(config), "--set-as-default")
+    assert result.code == 2
+    assert "every pod on this node" in result.err
+    assert "RuntimeClass" in result.err
+    assert config.read_bytes() == before
+
+
+def test_set_as_default_with_confirmation_changes_only_that_line(config: Path) -> None:
+    result = run_cli("configure", "--config", str(config), "--set-as-default",
+                     "--confirm-every-pod-uses-it")
+    assert result.code == 0
+    assert 'default_runtime_name = "nvidia"' in config.read_text()
+
+
+def test_enable_cdi_writes_the_versions_cri_table(tmp_path: Path) -> None:
+    import tomllib
+
+    v2 = tmp_path / "v2.toml"
+    shutil.copyfile(LAB_BASE, v2)
+    v3 = tmp_path / "v3.toml"
+    shutil.copyfile(CONTAINERD_DATA / "containerd-2.1.9-default.toml", v3)
+    v3.write_text(v3.read_text().replace("enable_cdi = true", "enable_cdi = false"))
+    for path in (v2, v3):
+        result = run_cli("configure", "--config", str(path), "--enable-cdi")
+        assert result.code == 0, result.err
+        assert "enable CDI" in result.out
+    cri_v2 = tomllib.loads(v2.read_text())["plugins"]["io.containerd.grpc.v1.cri"]
+    assert cri_v2["enable_cdi"] is True
+    assert cri_v2["cdi_spec_dirs"] == ["/etc/cdi", "/var/run/cdi"]
+    cri_v3 = tomllib.loads(v3.read_text())["plugins"]["io.containerd.cri.v1.runtime"]
+    assert cri_v3["enable_cdi"] is True
+
+
+BAD_INPUTS = {
+    "not-toml": (b'version = 2\n[plugins."io.containerd.grpc.v1.cri"\n', ":2:", "invalid TOML"),
+    "binary": (b"\x7fELF\x02\x01\x01\x00\x00\x00", ":1", "binary file"),
+    "version-string": (b'version = "2"\n', "", "'version' must be an integer"),
+    "version-unknown": (b"version = 7\n", "", "config version 7 is not one gpuready knows"),
+    "not-utf8": (b"version = 2\n# caf\xe9\n", ":2:", "not UTF-8"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_INPUTS))
+def test_bad_input_gets_one_line_exit_2_and_file_untouched(tmp_path: Path, name: str) -> None:
+    content, position, reason = BAD_INPUTS[name]
+    path = tmp_path / "config.toml"
+    path.write_bytes(content)
+    result = run_cli("configure", "--config", str(path))
+    assert result.code == 2
+    assert result.out == ""
+    assert result.err.count("\n") == 1, result.err
+    assert result.err.startswith(f"gpuready: error: {path}{position}")
+    assert reason in result.err
+    assert "Traceback" not in result.err
+    assert path.read_bytes() == content
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.toml"]
+
+
+def test_missing_file_is_exit_2(tmp_path: Path) -> None:
+    result = run_cli("configure", "--config", str(tmp_path / "nope.toml"))
+    assert result.code == 2
+    assert result.err == f"gpuready: error: {tmp_path / 'nope.toml'}: no such file\n"
+
+
+def test_unreadable_file_is_exit_2(config: Path) -> None:
+    if os.geteuid() == 0:
+        # root reads anything; a directory in the file's place is unreadable for everyone.
+        config.unlink()
+        config.mkdir()
+        expected = "is a directory"
+    else:
+        config.chmod(0)
+        expected = "permission denied"
+    result = run_cli("configure", "--config", str(config))
+    assert result.code == 2
+    assert expected in result.err
+
+
+CONCURRENT_EDIT = """
+import sys
+sys.path.insert(0, {src!r})
+from gpuready.cli.main import run
+sys.exit(run(["configure", "--config", {config!r}, "--runtime-name", sys.argv[1]]))
+"""
+
+
+def test_concurrent_runs_do_not_lose_an_edit(config: Path) -> None:
+    import tomllib
+
+    script = CONCURRENT_EDIT.format(src=str(REPO / "src"), config=str(config))
+    names = [f"nvidia-{index}" for index in range(6)]
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script, name], stdout=subprocess.DEVNULL)
+        for name in names
+    ]
+    assert [process.wait(timeout=120) for process in processes] == [0] * len(names)
+    data = tomllib.loads(config.read_text())
+    runtimes = data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert set(names) <= set(runtimes)

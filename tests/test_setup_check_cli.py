@@ -1,0 +1,165 @@
+"""``gpuready setup`` and ``gpuready check`` in a sandbox root: the contract, file by file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import LAB_BASE, run_cli, stage_fixture
+
+CONTRACT_FILES = {
+    "root/toolkit/default.txt": "DEFAULT=runc\nWHY=runtimeclass\n",
+    "root/toolkit/parsed.txt": "VERSION=2\nRUNTIMES=nvidia,runc\n",
+    "root/toolkit/report.txt": (
+        "CONFIG_VERSION=2\nRUNTIME=nvidia\nRUNTIME_TYPE=io.containerd.runc.v2\n"
+        "SYSTEMD_CGROUP=true\nHANDLER=nvidia\n"
+    ),
+}
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    root = tmp_path / "node"
+    stage_fixture(root)
+    return root
+
+
+def _snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    return {
+        str(path.relative_to(root)): (path.read_bytes(), path.stat().st_mtime_ns)
+        for path in sorted(root.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_setup_produces_the_contract_files_exactly(node: Path) -> None:
+    result = run_cli("setup", "--root", str(node))
+    assert result.code == 0, result.out + result.err
+    for relative, content in CONTRACT_FILES.items():
+        assert (node / relative).read_text() == content, relative
+    import yaml
+
+    manifest = yaml.safe_load((node / "root/toolkit/runtimeclass.yaml").read_text())
+    assert manifest == {
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": "nvidia"},
+        "handler": "nvidia",
+    }
+    spec_text = (node / "etc/cdi/nvidia.yaml").read_text()
+    assert "kind: nvidia.com/gpu" in spec_text
+    keys = list(yaml.safe_load(spec_text))
+    assert (node / "root/toolkit/cdi-keys.txt").read_text() == "".join(f"{k}\n" for k in keys)
+    config = (node / "etc/containerd/config.toml").read_text()
+    assert config.startswith(LAB_BASE.read_text().split("[plugins]")[0])
+    assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in config
+
+
+def test_setup_prints_one_line_per_step_with_absolute_paths(node: Path) -> None:
+    out = run_cli("setup", "--root", str(node)).out
+    step_lines = [line for line in out.splitlines() if line.startswith("[")]
+    assert [line.split("]")[0] + "]" for line in step_lines] == [f"[{n}/8]" for n in range(1, 9)]
+    assert f"base: fixture {node}/opt/fixtures/gpu-airgap/containerd/config.toml.base" in out
+    assert f"{node}/root/toolkit/report.txt" in step_lines[7]
+
+
+def test_second_setup_changes_no_byte(node: Path) -> None:
+    assert run_cli("setup", "--root", str(node)).code == 0
+    first = _snapshot(node)
+    second = run_cli("setup", "--root", str(node))
+    assert second.code == 0
+    assert "already registered" in second.out
+    assert _snapshot(node) == first
+
+
+def test_dry_run_writes_nothing_and_shows_diffs(tmp_path: Path) -> None:
+    root = tmp_path / "node"
+    stage_fixture(root)
+    before = _snapshot(root)
+    result = run_cli("setup", "--root", str(root), "--dry-run")
+    assert result.code == 0
+    assert "+HANDLER=nvidia" in result.out
+    assert "nothing written" in result.out
+    assert _snapshot(root) == before
+
+
+def test_check_passes_after_setup(node: Path) -> None:
+    run_cli("setup", "--root", str(node))
+    result = run_cli("check", "--root", str(node))
+    assert result.code == 0, result.out
+    assert result.out.splitlines()[-1] == "15 passed, 0 failed"
+
+
+def test_setup_uses_the_shipped_base_when_nothing_else_exists(tmp_path: Path) -> None:
+    result = run_cli("setup", "--root", str(tmp_path), env={"PATH": "/nonexistent"})
+    assert result.code == 0, result.err
+    assert "gpuready's built-in base" in result.out
+    assert (tmp_path / "root/toolkit/report.txt").read_text() == CONTRACT_FILES[
+        "root/toolkit/report.txt"]
+
+
+def test_setup_keeps_an_existing_cdi_spec(node: Path) -> None:
+    spec = node / "etc/cdi/nvidia.yaml"
+    spec.parent.mkdir(parents=True)
+    text = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: gpu0\n  containerEdits:\n" \
+           "    deviceNodes:\n    - path: /dev/nvidia0\n"
+    spec.write_text(text)
+    assert run_cli("setup", "--root", str(node)).code == 0
+    assert spec.read_text() == text
+    assert (node / "root/toolkit/cdi-keys.txt").read_text() == "cdiVersion\nkind\ndevices\n"
+
+
+def _break(node: Path, old: str, new: str, relative: str = "etc/containerd/config.toml") -> None:
+    path = node / relative
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+
+
+BROKEN = {
+    "broken TOML": (
+        ('[plugins."io.containerd.grpc.v1.cri".cni]', '[plugins."io.containerd.grpc.v1.cri".cni'),
+        "config.toml parses", "invalid TOML",
+    ),
+    "SystemdCgroup as a string": (
+        ("SystemdCgroup = true\n\n    [plugins", 'SystemdCgroup = "true"\n\n    [plugins'),
+        "SystemdCgroup is the boolean true", "without quotes",
+    ),
+    "handler names no runtime": (
+        ("handler: nvidia", "handler: nvidia-legacy", "root/toolkit/runtimeclass.yaml"),
+        "RuntimeClass handler matches a runtime", "RunContainerError",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_check_fails_and_says_what_to_fix(node: Path, case: str) -> None:
+    edit, failing_check, hint = BROKEN[case]
+    assert run_cli("setup", "--root", str(node)).code == 0
+    _break(node, *edit)
+    result = run_cli("check", "--root", str(node))
+    assert result.code == 1
+    assert f"FAIL {failing_check}" in result.out
+    assert hint in result.out
+    assert "Traceback" not in result.out + result.err
+
+
+def test_setup_report_says_what_is_wrong_when_a_value_cannot_be_derived(tmp_path: Path) -> None:
+    base = tmp_path / "base.toml"
+    base.write_text(LAB_BASE.read_text().replace("SystemdCgroup = true", 'SystemdCgroup = "true"'))
+    root = tmp_path / "node"
+    result = run_cli("setup", "--root", str(root), "--base", str(base),
+                     "--systemd-cgroup", "inherit")
+    assert result.code == 1
+    report = (root / "root/toolkit/report.txt").read_text().splitlines()
+    assert report[3].startswith("SYSTEMD_CGROUP=INVALID: SystemdCgroup is str 'true'")
+    assert "FAIL SystemdCgroup is the boolean true" in result.out
+
+
+def test_setup_json_has_status_steps_and_checks(node: Path) -> None:
+    result = run_cli("setup", "--root", str(node), "--format", "json")
+    report = json.loads(result.out)
+    assert report["status"] == "ok"
+    assert [step["step"] for step in report["steps"]] == list(range(1, 9))
+    assert all(check["ok"] for check in report["checks"])
