@@ -192,3 +192,34 @@ def test_concurrent_runs_do_not_lose_an_edit(config: Path) -> None:
     data = tomllib.loads(config.read_text())
     runtimes = data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
     assert set(names) <= set(runtimes)
+
+
+UNEDITABLE = {
+    "plugins-integer": ("version = 2\nplugins = 1\n", "plugins is an integer value, not a table"),
+    "plugins-array": ("version = 2\n[[plugins]]\n", "plugins is an array, not a table"),
+    "runtimes-inline": (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
+        'runtimes = {runc = {runtime_type = "io.containerd.runc.v2"}}\n',
+        "runtimes is an inline table",
+    ),
+    "runtime-string": (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes]\nnvidia = "x"\n',
+        "runtimes.nvidia is a string value, not a table",
+    ),
+    "options-string": (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+        'options = "x"\n',
+        "nvidia.options is a string value, not a table",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNEDITABLE))
+def test_valid_toml_of_the_wrong_shape_is_refused_untouched(tmp_path: Path, name: str) -> None:
+    text, reason = UNEDITABLE[name]
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    result = run_cli("configure", "--config", str(path))
+    assert result.code == 2
+    assert reason in result.err and result.err.count("\n") == 1
+    assert path.read_text() == text

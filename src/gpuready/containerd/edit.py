@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import tomlkit
-from tomlkit.items import Item, String, StringType, Table
+from tomlkit import TOMLDocument
+from tomlkit.items import InlineTable, Item, String, StringType, Table
 
-from gpuready.containerd.versions import KeyPath
+from gpuready.containerd.versions import KeyPath, render_key_path
 
 
 @dataclass(frozen=True)
@@ -28,14 +29,33 @@ class TableStyle:
     literal_strings: bool = False
 
 
+class UneditableTableError(ValueError):
+    """A key on the way to the table to edit is not a ``[table]`` gpuready can add to."""
+
+
 def ensure_table(document, path: KeyPath):
-    """The table at ``path``, creating missing tables as header-less super tables."""
+    """The table at ``path``, creating missing tables as header-less super tables.
+
+    Raises :class:`UneditableTableError` when a key on the way holds a value that is not a
+    table, or an inline table (``{ ... }``), which TOML does not let gpuready add tables to.
+    """
     node = document
-    for key in path:
+    for depth, key in enumerate(path):
         if key not in node:
             node[key] = tomlkit.table(is_super_table=True)
         node = node[key]
+        if isinstance(node, InlineTable) or not isinstance(node, Table | TOMLDocument):
+            kind = "an inline table" if isinstance(node, InlineTable) else _kind(node)
+            raise UneditableTableError(f"{render_key_path(path[: depth + 1])} is {kind}")
     return node
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "an array, not a table"
+    name = type(value).__name__.lower()
+    article = "an" if name[0] in "aeiou" else "a"
+    return f"{article} {name} value, not a table"
 
 
 def style_from(sibling: Any) -> TableStyle:

@@ -15,9 +15,17 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from tomlkit.exceptions import TOMLKitError
+
 from gpuready.containerd import facts
 from gpuready.containerd.document import ConfigFile, load_config_text, parse_for_edit
-from gpuready.containerd.edit import add_table, ensure_table, set_values, style_from
+from gpuready.containerd.edit import (
+    UneditableTableError,
+    add_table,
+    ensure_table,
+    set_values,
+    style_from,
+)
 from gpuready.containerd.versions import ConfigVersion, render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.plan import Plan
@@ -58,13 +66,19 @@ def plan_registration(config: ConfigFile, request: RuntimeRequest) -> Plan:
         return Plan(config.path, config.text, config.text,
                     f"runtime {request.name} already registered at [{header}]", notes)
     document = parse_for_edit(config)
+    try:
+        if current is None:
+            _insert_runtime(document, spec, request.name, desired)
+        else:
+            _update_runtime(document, spec, request.name, desired)
+    except (UneditableTableError, TOMLKitError) as error:
+        raise InputError(
+            config.path, f"cannot register runtime {request.name} at [{header}]: {error}"
+        ) from None
     if current is None:
-        _insert_runtime(document, spec, request.name, desired)
         summary = f"register runtime {request.name} at [{header}]"
-        if template_name:
-            summary += f" (from {template_name}'s table)"
+        summary += f" (from {template_name}'s table)" if template_name else ""
     else:
-        _update_runtime(document, spec, request.name, desired)
         summary = f"update runtime {request.name} at [{header}]"
     after = document.as_string()
     _verify(after, config, spec, request.name, desired)
@@ -156,6 +170,8 @@ def _verify(
 
 def _insert_runtime(document, spec: ConfigVersion, name: str, desired: Mapping) -> None:
     runtimes = ensure_table(document, spec.runtimes_path)
+    if name in runtimes:  # present but not a table: let ensure_table say what it is
+        ensure_table(document, spec.runtime_path(name))
     sibling = next((runtimes[key] for key in TEMPLATE_CANDIDATES if key in runtimes), None)
     if sibling is None:
         sibling = next((value for value in runtimes.values() if hasattr(value, "trivia")), None)
@@ -164,6 +180,8 @@ def _insert_runtime(document, spec: ConfigVersion, name: str, desired: Mapping) 
 
 def _update_runtime(document, spec: ConfigVersion, name: str, desired: Mapping) -> None:
     runtime = ensure_table(document, spec.runtime_path(name))
+    if "options" in runtime:
+        ensure_table(document, spec.options_path(name))
     wanted = {"runtime_type": desired["runtime_type"], "options": _owned_options(desired)}
     set_values(runtime, wanted, style_from(runtime))
 

@@ -1,0 +1,40 @@
+"""The command line stays light: ``--help`` and argument errors import none of the heavy parts."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.helpers import REPO, run_cli
+
+HEAVY = ("tomlkit", "yaml", "grpc", "google.protobuf", "hypothesis")
+
+PROBE = """
+import sys
+sys.path.insert(0, {src!r})
+sys.argv = ["gpuready", "--help"]
+from gpuready.cli.main import build_parser
+build_parser()
+print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r})))
+"""
+
+
+def test_building_the_parser_imports_no_heavy_module() -> None:
+    script = PROBE.format(src=str(REPO / "src"), heavy=[h.split(".")[0] for h in HEAVY])
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_help_lists_every_command_and_the_exit_codes() -> None:
+    result = run_cli("--help")
+    assert result.code == 0
+    for command in ("setup", "configure", "check"):
+        assert command in result.out
+    assert "exit codes:" in result.out and "default_runtime_name stays runc" in result.out
+
+
+def test_unknown_option_is_a_usage_error_with_exit_2() -> None:
+    result = run_cli("configure", "--no-such-option")
+    assert result.code == 2
+    assert "unrecognized arguments: --no-such-option" in result.err
