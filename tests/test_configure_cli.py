@@ -223,3 +223,20 @@ def test_valid_toml_of_the_wrong_shape_is_refused_untouched(tmp_path: Path, name
     assert result.code == 2
     assert reason in result.err and result.err.count("\n") == 1
     assert path.read_text() == text
+
+
+def test_keeps_owner_of_the_original(config: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a file to another owner")
+    os.chown(config, 4321, 8765)
+    assert run_cli("configure", "--config", str(config)).code == 0
+    assert (config.stat().st_uid, config.stat().st_gid) == (4321, 8765)
+
+
+def test_backup_keeps_the_file_as_it_was_before_the_first_change(config: Path) -> None:
+    original = config.read_text()
+    assert run_cli("configure", "--config", str(config)).code == 0
+    assert run_cli("configure", "--config", str(config), "--runtime-name", "nvidia-cdi").code == 0
+    assert Path(str(config) + ".gpuready.bak").read_text() == original
+    assert sorted(p.name for p in config.parent.iterdir()) == [
+        "config.toml", "config.toml.gpuready.bak"]

@@ -92,10 +92,12 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
         _fill(fd, data)
         _copy_ownership(temp_name, existing, mode)
         os.replace(temp_name, path)
-    except OSError as error:
+    except BaseException as error:  # also Ctrl-C: never leave a half-written temporary behind
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
-        raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
+        if isinstance(error, OSError):
+            raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
+        raise
     _fsync_folder(path.parent)
 
 
