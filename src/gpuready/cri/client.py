@@ -156,6 +156,7 @@ class CriClient:
         self.address = normalize_address(address)
         self.timeout = timeout
         self.sandbox_timeout = sandbox_timeout
+        self._sandbox_deadline = sandbox_timeout
         check_socket(self.address)
         # No retries in the background: one clear answer per call.
         self._channel = grpc.insecure_channel(self.address, options=[("grpc.enable_retries", 0)])
@@ -198,6 +199,29 @@ class CriClient:
             "RunPodSandbox", self._runtime.RunPodSandbox, request, timeout=self.sandbox_timeout
         )
         return reply.pod_sandbox_id
+
+    def start_pod_sandbox(
+        self, config: api.PodSandboxConfig, *, runtime_handler: str, timeout: float
+    ) -> grpc.Future:
+        """Send RunPodSandbox without waiting; collect the id with :meth:`sandbox_id_of`.
+
+        Waiting separately lets a caller give up waiting (timeout, Ctrl-C) without cancelling
+        the call, so containerd finishes and the caller still learns the id to remove.
+        """
+        request = api.RunPodSandboxRequest(config=config, runtime_handler=runtime_handler)
+        self._sandbox_deadline = timeout
+        return self._runtime.RunPodSandbox.future(request, timeout=timeout)
+
+    def sandbox_id_of(self, call: grpc.Future, *, wait: float) -> str | None:
+        """The sandbox id once RunPodSandbox answered, None if it has not within ``wait``."""
+        try:
+            return call.result(timeout=wait).pod_sandbox_id
+        except grpc.FutureTimeoutError:
+            return None
+        except grpc.RpcError as error:
+            raise unreachable(
+                self.address, "RunPodSandbox", error, self._sandbox_deadline
+            ) from None
 
     def pod_sandbox_status(self, sandbox_id: str, *, verbose: bool = False) -> SandboxStatus:
         """The state of one sandbox."""

@@ -27,6 +27,8 @@ PROBE_NAMESPACE = "gpuready-probe"
 # from a parent ending in ".slice" (the kubelet passes kubepods-...slice), so the probe does too.
 SYSTEMD_CGROUP_PARENT = "gpuready-probe.slice"
 POLL_INTERVAL = 0.2
+# How long clean-up waits for an unfinished RunPodSandbox after a timeout or an interrupt.
+SETTLE_SECONDS = 30.0
 
 
 @dataclass
@@ -117,29 +119,46 @@ def run_probe(
 ) -> ProbeResult:
     """Start a sandbox through ``handler``, wait for it, and always stop and remove it.
 
-    A refusal or failure by containerd is a failed result carrying containerd's message; Ctrl-C
-    and SIGTERM are re-raised after the clean-up.
+    A refusal or failure by containerd is a failed result carrying containerd's message. On
+    timeout, Ctrl-C or SIGTERM the RunPodSandbox call is not cancelled: containerd is given
+    ``SETTLE_SECONDS`` more to answer, so the sandbox it made can be removed; then an interrupt
+    is re-raised.
     """
     probe_id = uuid.uuid4().hex
     started = time.monotonic()
     result = ProbeResult(handler=handler, ok=False, message="")
+    call = None
     with terminate_as_interrupt():
         try:
-            client.sandbox_timeout = timeout
-            result.sandbox_id = client.run_pod_sandbox(
-                sandbox_config(probe_id, systemd_cgroup=systemd_cgroup), runtime_handler=handler
+            call = client.start_pod_sandbox(
+                sandbox_config(probe_id, systemd_cgroup=systemd_cgroup),
+                runtime_handler=handler,
+                timeout=timeout + SETTLE_SECONDS,
             )
-            ready = wait_until_ready(client, result.sandbox_id, deadline=started + timeout)
+            result.sandbox_id = client.sandbox_id_of(call, wait=timeout) or ""
+            ready = bool(result.sandbox_id) and wait_until_ready(
+                client, result.sandbox_id, deadline=started + timeout
+            )
             result.ok = ready
             result.message = (
                 f"sandbox {result.sandbox_id[:12]} ready through handler {handler}"
                 if ready
-                else f"sandbox {result.sandbox_id[:12]} not ready within {timeout:g}s"
+                else f"sandbox through handler {handler} not ready within {timeout:g}s"
             )
         except GpureadyError as error:
             result.message = getattr(error, "details", None) or error.message()
         finally:
+            if call is not None and not result.sandbox_id:
+                result.sandbox_id = settle(client, call)
             result.seconds = round(time.monotonic() - started, 2)
             result.cleanup_error = remove_probe_sandboxes(client, probe_id, result.sandbox_id)
             result.removed = not result.cleanup_error
     return result
+
+
+def settle(client: CriClient, call) -> str:
+    """The id of a sandbox still being created, once containerd answers ("" if it never does)."""
+    try:
+        return client.sandbox_id_of(call, wait=SETTLE_SECONDS) or ""
+    except GpureadyError:  # containerd refused or rolled back: nothing to remove
+        return ""
