@@ -75,7 +75,9 @@ def toml_error(message: str, text: str, path: Path | str) -> InputError:
     if end:
         line = text.count("\n") + 1
         column = len(text) - (text.rfind("\n") + 1) + 1
-        return InputError(path, f"invalid TOML: {message[: end.start()]}", line=line, column=column)
+        return InputError(
+            path, f"invalid TOML: {message[: end.start()]}", line=line, column=column
+        )
     return InputError(path, f"invalid TOML: {message}")
 
 
