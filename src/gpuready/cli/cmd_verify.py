@@ -1,0 +1,190 @@
+"""``gpuready verify --live``: prove the running containerd routes the handler to the runtime."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready.cli.common import add_command, add_format, add_root, add_runtime_name
+
+DEFAULT_ADDRESS = "unix:///run/containerd/containerd.sock"
+
+DESCRIPTION = """\
+Ask the running containerd, through the CRI, which runtime handlers it loaded (what
+'crictl info' shows), and compare them with the config file on disk: the runtime present, its
+runtime_type, BinaryName and SystemdCgroup, the default runtime, enable_cdi. A runtime on disk but
+not live means containerd was not restarted or reads another file; gpuready says which.
+
+With --probe, start a throw-away pod sandbox through the handler (host network, no CNI needed),
+the way the kubelet starts a pod with that RuntimeClass, report what containerd said, and stop and
+remove it again, also on Ctrl-C or timeout. No GPU is needed.
+"""
+
+EPILOG = """\
+examples:
+  gpuready verify --live
+  gpuready verify --live --runtimeclass runtimeclass.yaml --probe
+  gpuready verify --live --probe --probe-image build   # air-gapped node, no pause image
+
+exit codes: 0 all good, 1 a check failed, 2 bad input, 3 containerd could not be reached
+"""
+
+
+def register(subparsers) -> None:
+    """Add the ``verify`` command."""
+    parser = add_command(
+        subparsers,
+        "verify",
+        help="prove that the running containerd serves the GPU runtime handler",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    parser.add_argument(
+        "--live", action="store_true", help="ask the running containerd (required for now)"
+    )
+    parser.add_argument(
+        "--address",
+        default=DEFAULT_ADDRESS,
+        metavar="ADDRESS",
+        help=f"containerd's CRI socket (default: {DEFAULT_ADDRESS})",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="the config file to compare with (default: /etc/containerd/config.toml under --root)",
+    )
+    add_root(parser)
+    add_runtime_name(parser)
+    parser.add_argument(
+        "--handler",
+        dest="runtime_handler",  # "handler" is the command's dispatch function
+        metavar="NAME",
+        help="RuntimeClass handler to check (default: --runtime-name)",
+    )
+    parser.add_argument(
+        "--runtimeclass",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="RuntimeClass manifest whose handler must be a live runtime (repeatable)",
+    )
+    parser.add_argument(
+        "--probe", action="store_true", help="start and remove a pod sandbox through the handler"
+    )
+    parser.add_argument(
+        "--probe-image",
+        choices=("node", "build"),
+        default="node",
+        help="node: use containerd's pause image (pulled if absent); build: if it is absent, "
+        "build one from --probe-binary and import it with ctr (default: node)",
+    )
+    parser.add_argument(
+        "--probe-binary",
+        default="/bin/busybox",
+        metavar="PATH",
+        help="static binary for --probe-image build (default: /bin/busybox from busybox-static)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS", help="per CRI call (default: 10)"
+    )
+    parser.add_argument(
+        "--probe-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="for the probe sandbox to become ready (default: 60)",
+    )
+    add_format(parser)
+    parser.set_defaults(handler=run)
+
+
+def options_from(args: argparse.Namespace):
+    """The :class:`~gpuready.cri.verify.VerifyOptions` for parsed arguments."""
+    from pathlib import Path
+
+    from gpuready.cri.verify import VerifyOptions
+    from gpuready.errors import UsageError
+    from gpuready.paths import CONTAINERD_CONFIG, under_root
+
+    if not args.live:
+        raise UsageError("verify needs --live (it asks the running containerd)")
+    if args.timeout <= 0 or args.probe_timeout <= 0:
+        raise UsageError("--timeout and --probe-timeout must be positive")
+    root = Path(args.root)
+    return VerifyOptions(
+        address=args.address,
+        config_path=Path(args.config) if args.config else under_root(root, CONTAINERD_CONFIG),
+        root=root,
+        runtime_name=args.runtime_name,
+        handler=args.runtime_handler or args.runtime_name,
+        runtimeclass_files=tuple(Path(f) for f in args.runtimeclass),
+        probe=args.probe,
+        probe_image=args.probe_image,
+        probe_binary=Path(args.probe_binary),
+        timeout=args.timeout,
+        probe_timeout=args.probe_timeout,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Verify against the running containerd and print the report."""
+    import json
+
+    from gpuready.cri.verify import verify_live
+    from gpuready.errors import ExitCode
+
+    report = verify_live(options_from(args))
+    if args.format == "json":
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print("\n".join(text_lines(report)))
+    return ExitCode.OK if report.ok else ExitCode.CHECK_FAILED
+
+
+def _show(value) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def runtime_table(report) -> list[str]:
+    """The live handler table: name, runtime_type, BinaryName, SystemdCgroup."""
+    rows = [("HANDLER", "RUNTIME_TYPE", "BINARYNAME", "SYSTEMDCGROUP")]
+    for name, runtime in sorted(report.runtimes.items()):
+        marker = " (default)" if name == report.default_runtime_name else ""
+        rows.append(
+            (
+                name + marker,
+                runtime.runtime_type or "-",
+                _show(runtime.options.get("BinaryName")),
+                _show(runtime.options.get("SystemdCgroup")),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return [
+        "  " + "  ".join(cell.ljust(widths[i]) if i < 3 else cell for i, cell in enumerate(row))
+        for row in rows
+    ]
+
+
+def text_lines(report) -> list[str]:
+    """The human-readable report."""
+    version = report.version
+    served = f", pid {report.served_by.pid}" if report.served_by else ""
+    lines = [
+        f"{version.runtime_name} {version.runtime_version} (CRI {version.runtime_api_version}) "
+        f"at {report.address}{served}; compared with {report.config_path}",
+        "live runtime handlers:",
+        *runtime_table(report),
+    ]
+    lines += [f"{check.outcome.value:<8}{check.message}" for check in report.checks]
+    if report.pause_image and report.pause_image.built:
+        lines.append(f"{'built':<8}pause image {report.pause_image.name} (imported with ctr)")
+    if report.probe:
+        probe = report.probe
+        outcome = "ok" if probe.ok and probe.removed else "failed"
+        cleanup = "; removed" if probe.removed else f"; {probe.cleanup_error}"
+        lines.append(f"{'probe':<8}{outcome}: {probe.message} ({probe.seconds:g}s){cleanup}")
+    lines.append(f"status: {'ok' if report.ok else 'failed'}")
+    return lines

@@ -1,0 +1,1 @@
+"""Modules generated from src/gpuready/cri/proto; do not edit."""

@@ -1,0 +1,178 @@
+"""``gpuready verify --live``: ask the running containerd, compare, and optionally probe.
+
+:func:`verify_live` does the work and returns a :class:`LiveReport` (data only); the command line
+renders it.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuready.containerd.document import ConfigFile, load_config
+from gpuready.containerd.versions import spec_of
+from gpuready.cri import live as live_checks
+from gpuready.cri.client import CriClient, RuntimeVersion, socket_path
+from gpuready.cri.live import CheckResult, Comparison, LiveConfig, LiveRuntime, Outcome
+from gpuready.cri.probe import ProbeResult, run_probe
+from gpuready.cri.process import ServingProcess, serving_process
+from gpuready.errors import UsageError, VerificationError
+
+PROBE_IMAGE_MODES = ("node", "build")
+
+
+@dataclass(frozen=True)
+class VerifyOptions:
+    """What ``gpuready verify --live`` was asked to do."""
+
+    address: str
+    config_path: Path
+    root: Path = Path("/")
+    runtime_name: str = "nvidia"
+    handler: str = "nvidia"
+    runtimeclass_files: tuple[Path, ...] = ()
+    probe: bool = False
+    probe_image: str = "node"
+    probe_binary: Path = Path("/bin/busybox")
+    timeout: float = 10.0
+    probe_timeout: float = 60.0
+
+
+@dataclass
+class PauseImage:
+    """The pause image the probe needs: its name, whether it was there, whether we built it."""
+
+    name: str | None
+    present: bool | None
+    built: bool = False
+
+
+@dataclass
+class LiveReport:
+    """The outcome of a live verification."""
+
+    address: str
+    config_path: Path
+    version: RuntimeVersion
+    runtimes: dict[str, LiveRuntime]
+    default_runtime_name: str | None
+    served_by: ServingProcess | None
+    checks: list[CheckResult] = field(default_factory=list)
+    probe: ProbeResult | None = None
+    pause_image: PauseImage | None = None
+
+    @property
+    def ok(self) -> bool:
+        """No check failed, and the probe (when run) came up and was cleaned up."""
+        if any(check.outcome is Outcome.FAILED for check in self.checks):
+            return False
+        return self.probe is None or (self.probe.ok and self.probe.removed)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form; ``status`` is ``ok`` or ``failed``."""
+        return {
+            "status": "ok" if self.ok else "failed",
+            "address": self.address,
+            "config": str(self.config_path),
+            "runtime": {
+                "name": self.version.runtime_name,
+                "version": self.version.runtime_version,
+                "cri_api": self.version.runtime_api_version,
+                "pid": self.served_by.pid if self.served_by else None,
+                "config": str(self.served_by.config_path) if self.served_by else None,
+            },
+            "default_runtime_name": self.default_runtime_name,
+            "runtimes": {name: rt.to_dict() for name, rt in sorted(self.runtimes.items())},
+            "checks": [check.to_dict() for check in self.checks],
+            "probe": self.probe.to_dict() if self.probe else None,
+            "pause_image": vars(self.pause_image) if self.pause_image else None,
+        }
+
+
+def air_gap_hint(image: str) -> str:
+    """What to do when the pause image is missing and cannot be pulled."""
+    return (
+        f"the pause image {image} is not on the node and could not be pulled; on an air-gapped "
+        f"node import it (ctr -n k8s.io images import pause.tar, with {image} inside) or rerun "
+        "with --probe-image build"
+    )
+
+
+def ensure_pause_image(
+    client: CriClient, options: VerifyOptions, live: LiveConfig, disk: ConfigFile
+) -> PauseImage:
+    """Find the configured pause image; build and import a local one when asked and absent."""
+    name = live.sandbox_image or live_checks.disk_sandbox_image(
+        disk.data, spec_of(disk.data, path=disk.path)
+    )
+    if name is None:
+        if options.probe_image == "build":
+            raise UsageError(
+                "cannot tell the pause image's name (no sandbox_image live or on disk)"
+            )
+        return PauseImage(name=None, present=None)
+    image = PauseImage(name=name, present=client.image_present(name))
+    if image.present or options.probe_image != "build":
+        return image
+    from gpuready.cri import probe_image  # lazy: only the offline build needs tarfile and ctr
+
+    with tempfile.TemporaryDirectory(prefix="gpuready-probe-") as folder:
+        built = probe_image.build_archive(options.probe_binary, name, Path(folder) / "probe.tar")
+        probe_image.import_archive(built.archive, socket=socket_path(client.address))
+    image.built = True
+    image.present = client.image_present(name)
+    return image
+
+
+def probe(
+    client: CriClient, options: VerifyOptions, live: LiveConfig, disk: ConfigFile
+) -> tuple[ProbeResult, PauseImage]:
+    """Run the sandbox probe through the handler, with the pause image taken care of."""
+    image = ensure_pause_image(client, options, live, disk)
+    loaded = live.runtimes.get(options.handler)
+    systemd = bool(loaded and loaded.options.get("SystemdCgroup") is True)
+    result = run_probe(
+        client, handler=options.handler, systemd_cgroup=systemd, timeout=options.probe_timeout
+    )
+    if not result.ok and image.present is False and image.name:
+        result.message = f"{result.message}; {air_gap_hint(image.name)}"
+    return result, image
+
+
+def verify_live(options: VerifyOptions) -> LiveReport:
+    """Compare the running containerd with the file on disk, check RuntimeClasses, and probe."""
+    disk = load_config(options.config_path)
+    spec_of(disk.data, path=disk.path)  # an unknown version is bad input, before connecting
+    for path in options.runtimeclass_files:  # bad YAML is bad input, before connecting
+        live_checks.load_runtimeclass_handlers(path)
+    with CriClient(options.address, timeout=options.timeout) as client:
+        version = client.version()
+        config = client.status(verbose=True).config()
+        if config is None:
+            raise VerificationError(
+                f"{socket_path(client.address)}: the runtime does not report its loaded config "
+                "(CRI Status verbose info has no 'config'); is it containerd?"
+            )
+        live = live_checks.parse_live_config(config)
+        served = serving_process(socket_path(client.address))
+        context = Comparison(
+            runtime_name=options.runtime_name,
+            handler=options.handler,
+            root=options.root,
+            served_by=served,
+        )
+        report = LiveReport(
+            address=client.address,
+            config_path=disk.path,
+            version=version,
+            runtimes=dict(live.runtimes),
+            default_runtime_name=live.default_runtime_name,
+            served_by=served,
+            checks=live_checks.compare(disk, live, context),
+        )
+        report.checks += live_checks.runtimeclass_checks(options.runtimeclass_files, live)
+        if options.probe:
+            report.probe, report.pause_image = probe(client, options, live, disk)
+    return report

@@ -1,0 +1,26 @@
+"""Run the command line in-process, as a user would, and capture what it prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuready.cli import main
+
+
+@dataclass
+class Outcome:
+    """Exit code and output of one command-line run."""
+
+    code: int
+    out: str
+    err: str
+
+
+def run_cli(capsys, monkeypatch, *argv: str) -> Outcome:
+    """``gpuready ARGV...`` with the verify command registered; never raises."""
+    if "gpuready.cli.cmd_verify" not in main.COMMAND_MODULES:
+        monkeypatch.setattr(main, "COMMAND_MODULES", ("gpuready.cli.cmd_verify",))
+    capsys.readouterr()
+    code = main.run(list(argv))
+    captured = capsys.readouterr()
+    return Outcome(int(code), captured.out, captured.err)

@@ -1,0 +1,86 @@
+"""Fixtures for tests that need the real containerd, runc and a static busybox.
+
+Under CI=true a missing binary fails the test (CI must install it); elsewhere it skips.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from harness.containerd import Containerd, lab_config, short_tempdir
+from harness.standin import write_standin
+
+from gpuready.cri import probe_image
+
+BUSYBOX = Path("/bin/busybox")
+PROBE_IMAGE = "registry.k8s.io/pause:3.9"  # the lab config's sandbox_image
+
+
+def require(*, binaries: tuple[str, ...] = (), files: tuple[Path, ...] = ()) -> None:
+    """Fail under CI=true, skip elsewhere, when a needed binary or file is missing."""
+    missing = [name for name in binaries if shutil.which(name) is None]
+    missing += [str(path) for path in files if not path.exists()]
+    if not missing:
+        return
+    reason = f"needs {', '.join(missing)} (apt-get install containerd runc busybox-static)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def probe_archive(tmp_path_factory) -> Path:
+    """An OCI archive of the busybox pause stand-in, named as the lab's sandbox_image."""
+    require(files=(BUSYBOX,))
+    folder = tmp_path_factory.mktemp("probe-image")
+    return probe_image.build_archive(BUSYBOX, PROBE_IMAGE, folder / "probe.tar").archive
+
+
+@pytest.fixture
+def start_containerd() -> Iterator[Callable[..., Containerd]]:
+    """A factory: ``start_containerd(runtimes=..., image=True, **lab_config options)``.
+
+    Each daemon gets its own short folder, a stand-in runtime at ``folder/standin`` recording to
+    ``folder/standin.log`` (use the string ``"STANDIN"`` as a BinaryName to point at it), and
+    with ``image=True`` the probe image imported. All are stopped and removed afterwards.
+    """
+    require(binaries=("containerd", "runc", "ctr"))
+    started: list[Containerd] = []
+
+    def start(*, runtimes=None, image=None, **options) -> Containerd:
+        folder = short_tempdir()
+        standin = write_standin(folder / "standin", log=folder / "standin.log")
+        for entry in (runtimes or {}).values():
+            opts = entry.get("options", {})
+            if opts.get("BinaryName") == "STANDIN":
+                opts["BinaryName"] = str(standin)
+        daemon = Containerd(lab_config(folder, runtimes=runtimes, **options), folder)
+        started.append(daemon)
+        daemon.start()
+        if image is not None:
+            probe_image.import_archive(image, socket=daemon.socket)
+        return daemon
+
+    yield start
+    for daemon in started:
+        daemon.remove()
+
+
+def nvidia_runtime(*, systemd_cgroup: bool = True) -> dict:
+    """The nvidia runtime entry as gpuready registers it, with the stand-in as BinaryName."""
+    return {
+        "nvidia": {
+            "runtime_type": "io.containerd.runc.v2",
+            "options": {"BinaryName": "STANDIN", "SystemdCgroup": systemd_cgroup},
+        }
+    }
+
+
+@pytest.fixture
+def lab_containerd(start_containerd, probe_archive) -> Containerd:
+    """A containerd with runc and the nvidia runtime (stand-in binary) and the probe image."""
+    return start_containerd(runtimes=nvidia_runtime(), image=probe_archive)

@@ -1,0 +1,1 @@
+"""Test harness: a real containerd on a temporary root, a stand-in runtime, a probe image."""

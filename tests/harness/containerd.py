@@ -1,0 +1,170 @@
+"""A real containerd started on a generated config inside a temporary folder.
+
+``root``, ``state``, the gRPC socket and the ``opt`` folder all live in the folder, so the daemon
+touches nothing of the machine's own containerd. The folder name must stay short: unix socket
+paths are limited to 108 bytes (AF_UNIX), and containerd adds ``.ttrpc`` to the gRPC socket path.
+Everything started is stopped by process id: the daemon, and any shim that names its socket.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import tomlkit
+
+from gpuready.containerd.versions import spec_for
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+LAB_BASE = DATA / "containerd" / "lab-base.toml"
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+
+
+def short_tempdir() -> Path:
+    """A fresh folder under /tmp with a short name (room for the socket path)."""
+    return Path(tempfile.mkdtemp(prefix="gr-", dir="/tmp"))
+
+
+def lab_config(
+    folder: Path,
+    *,
+    runtimes: dict[str, dict] | None = None,
+    sandbox_image: str | None = None,
+    disabled_plugins: list[str] | None = None,
+) -> str:
+    """The lab base config with its paths moved into ``folder`` and ``runtimes`` added.
+
+    ``runtimes`` maps a name to ``{"runtime_type": ..., "options": {...}}``. The CRI plugin gets
+    ``restrict_oom_score_adj = true``: containerd's sandbox lowers oom_score_adj otherwise, which
+    unprivileged or nested test machines refuse.
+    """
+    document = tomlkit.parse(LAB_BASE.read_text())
+    document["root"] = str(folder / "root")
+    document["state"] = str(folder / "state")
+    document["grpc"]["address"] = str(folder / "c.sock")
+    if disabled_plugins:
+        document["disabled_plugins"] = disabled_plugins
+    spec = spec_for(document["version"])
+    plugins = document["plugins"]
+    plugins["io.containerd.internal.v1.opt"] = {"path": str(folder / "opt")}
+    cri = plugins[spec.cri_plugin]
+    cri["restrict_oom_score_adj"] = True
+    if sandbox_image:
+        cri["sandbox_image"] = sandbox_image
+    table = cri["containerd"]["runtimes"]
+    for name, entry in (runtimes or {}).items():
+        runtime = tomlkit.table()
+        runtime["runtime_type"] = entry.get("runtime_type", "io.containerd.runc.v2")
+        options = tomlkit.table()
+        for key, value in entry.get("options", {}).items():
+            options[key] = value
+        runtime["options"] = options
+        table[name] = runtime
+    return tomlkit.dumps(document)
+
+
+class Containerd:
+    """One containerd process on a config in ``folder``; stop() ends it and its shims by pid."""
+
+    def __init__(self, config_text: str, folder: Path, *, binary: str = "containerd") -> None:
+        self.folder = folder
+        self.config_path = folder / "config.toml"
+        self.config_path.write_text(config_text)
+        self.socket = folder / "c.sock"
+        self.log_path = folder / "containerd.log"
+        self.binary = binary
+        self.process: subprocess.Popen | None = None
+        if len(str(self.socket)) + len(".ttrpc") >= 108:
+            raise ValueError(f"socket path too long for AF_UNIX: {self.socket}")
+
+    @property
+    def address(self) -> str:
+        """The ``unix://`` address of the CRI socket."""
+        return f"unix://{self.socket}"
+
+    @property
+    def pid(self) -> int | None:
+        """The daemon's process id while it runs."""
+        return self.process.pid if self.process else None
+
+    def log_text(self) -> str:
+        """Everything the daemon logged so far."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self) -> Containerd:
+        """Start the daemon and wait until its CRI answers (or fail with its log)."""
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [self.binary, "--config", str(self.config_path)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        log.close()
+        self._wait_for_socket()
+        return self
+
+    def _wait_for_socket(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"containerd exited ({self.process.returncode}):\n{self.log_text()}"
+                )
+            if self.socket.exists() and "containerd successfully booted" in self.log_text():
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"containerd did not come up in {START_TIMEOUT:g}s:\n{self.log_text()}")
+
+    def shim_pids(self) -> list[int]:
+        """Shim processes serving this daemon (their command line names its socket)."""
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if argv and b"containerd-shim" in argv[0] and str(self.socket).encode() in argv:
+                pids.append(int(entry.name))
+        return pids
+
+    def stop(self) -> None:
+        """SIGTERM the daemon (SIGKILL after a while), then any of its shims left behind."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(STOP_TIMEOUT)
+        for pid in self.shim_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def restart(self) -> Containerd:
+        """Stop and start again on the same folder (and the config file as it is now)."""
+        self.stop()
+        return self.start()
+
+    def remove(self) -> None:
+        """Stop, then delete the folder (unmounting what containerd left mounted under it)."""
+        self.stop()
+        mounts = [
+            line.split()[1]
+            for line in Path("/proc/self/mounts").read_text().splitlines()
+            if line.split()[1].startswith(str(self.folder) + "/")
+        ]
+        for mount in sorted(mounts, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
