@@ -124,8 +124,8 @@ def _record_positions(node: yaml.Node, path: str, document: SpecDocument, *, dep
 def _duplicate_problem(key_path: str, file: str, position: Position | None) -> Problem:
     # The loader's strict YAML decoder refuses a repeated key; PyYAML would keep the last one.
     line, column = position if position else (None, None)
-    return Problem(RULE_INVALID, Severity.ERROR, f"{key_path}: key is repeated; the loader "
-                   "refuses duplicate keys", file, key_path, line, column,
+    return Problem(RULE_INVALID, Severity.ERROR, "key is repeated; the loader refuses duplicate "
+                   "keys", file, key_path, line, column,
                    fix="keep one of the entries")
 
 

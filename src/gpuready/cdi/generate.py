@@ -34,8 +34,9 @@ from gpuready.cdi.inventory import (
     load_inventory,
 )
 from gpuready.cdi.versions import minimum_version
-from gpuready.errors import InputError, UsageError
-from gpuready.paths import under_root
+from gpuready.errors import InputError, UsageError, VerificationError
+from gpuready.paths import CDI_SPEC, under_root
+from gpuready.plan import Plan
 
 KIND = "nvidia.com/gpu"
 HOOK_BINARY = "/usr/bin/nvidia-cdi-hook"
@@ -232,3 +233,92 @@ def spec_text_for_node(root: Path | str = "/", gpus: int | None = None, *,
             raise
         spec, _ = generate_spec(root, gpus=1, use_nvml=use_nvml)
     return render(spec, fmt)
+
+
+@dataclass(frozen=True)
+class SpecRequest:
+    """What ``gpuready cdi generate`` was asked: where to look, what to plan, where to write."""
+
+    root: str = "/"
+    output: str | None = None
+    fmt: str | None = None
+    gpus: int | None = None
+    inventory_path: str | None = None
+    options: GenerateOptions = GenerateOptions()
+    use_nvml: bool = True
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """The spec text, the plan to write it (None for standard output), and notes for the user."""
+
+    text: str
+    plan: Plan | None
+    notes: tuple[str, ...]
+
+
+def output_path(root: str, output: str | None) -> Path | None:
+    """Where the spec goes: ``/etc/cdi/nvidia.yaml`` under root by default; None for ``-``."""
+    if output == "-":
+        return None
+    return under_root(root, output or CDI_SPEC)
+
+
+def prepare(request: SpecRequest) -> Prepared:
+    """Build, render and self-check the spec, and plan the write (nothing is written here)."""
+    from gpuready.cdi.validate import validate_spec
+    from gpuready.problems import has_errors
+
+    spec, found = generate_spec(request.root, gpus=request.gpus,
+                                inventory_path=request.inventory_path, options=request.options,
+                                use_nvml=request.use_nvml)
+    target = output_path(request.root, request.output)
+    fmt = request.fmt or ("json" if target is not None and target.suffix == ".json" else "yaml")
+    text = render(spec, fmt)
+    problems = validate_spec(spec, file=str(target or "<stdout>"))
+    if has_errors(problems):
+        raise VerificationError(f"the generated spec is refused: {problems[0].message}")
+    notes = tuple(generation_notes(found, request.options))
+    if target is None:
+        return Prepared(text, None, notes)
+    before = _current_text(target)
+    summary = spec_summary(spec, found)
+    if before == text:
+        summary = f"already up to date ({summary})"
+    return Prepared(text, Plan(target, before, text, summary), notes)
+
+
+def check_replace(plan: Plan, *, force: bool) -> None:
+    """Refuse to replace an existing, different spec unless ``force`` is set."""
+    if plan.before is not None and plan.changes and not force:
+        raise UsageError(f"{plan.path} exists and differs; pass --force to replace it "
+                         "(--dry-run shows the difference)")
+
+
+def spec_summary(spec: dict[str, Any], found: NodeInventory) -> str:
+    """One line: how many GPUs, from where, which devices, which cdiVersion."""
+    names = [d["name"] for d in spec["devices"]]
+    shown = ", ".join(names) if len(names) <= 6 else ", ".join(names[:3] + ["...", names[-1]])
+    return (f"{len(found.gpus)} GPU(s) from {found.source}; devices {KIND}={{{shown}}}; "
+            f"cdiVersion {spec['cdiVersion']}")
+
+
+def generation_notes(found: NodeInventory, options: GenerateOptions) -> list[str]:
+    """What the user should know about the spec: names left out, no driver files found."""
+    notes = []
+    if "uuid" in options.strategies and any(g.uuid is None for g in found.gpus):
+        notes.append("names by UUID left out for GPUs with no known UUID (list them in an "
+                     "--inventory file)")
+    if not found.driver.libraries:
+        notes.append("no driver libraries found or planned: the spec mounts none (give "
+                     "driverVersion in an --inventory file, or install the driver first)")
+    return notes
+
+
+def _current_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise InputError(path, getattr(error, "strerror", None) or str(error)) from None

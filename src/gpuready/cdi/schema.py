@@ -135,7 +135,7 @@ class Decoder:
 
     def _mismatch(self, path: str, expected: str, value: Any) -> None:
         self.problem(RULE_INVALID, Severity.ERROR, path,
-                     f"{path or 'the document'}: expected {expected}, found {_describe(value)}")
+                     f"expected {expected}, found {_describe(value)}")
 
     def _struct(self, value: Any, kind: Struct, path: str) -> Any:
         if not isinstance(value, dict):
@@ -167,7 +167,7 @@ class Decoder:
         for index, item in enumerate(value):
             here = f"{path}[{index}]"
             if item is None and isinstance(kind.item, Struct):
-                self.problem(RULE_INVALID, Severity.ERROR, here, f"{here}: empty list entry")
+                self.problem(RULE_INVALID, Severity.ERROR, here, "empty list entry")
                 continue
             items.append(self.decode(item, kind.item, here))
         return items
@@ -202,7 +202,7 @@ class Decoder:
         if isinstance(value, bool | int | float):
             text = _as_go_text(value)
             self.problem(RULE_UNQUOTED, Severity.WARNING, path,
-                         f"{path}: {value!r} is not a string; the loader reads it as "
+                         f"{value!r} is not a string; the loader reads it as "
                          f"{text!r}", fix=f"quote it: {text!r}")
             return text
         if isinstance(value, list | dict):
