@@ -1,4 +1,4 @@
-"""The CDI validator against a table of specs: verdicts, field paths and lines as the loader has them."""
+"""The CDI validator against a table of specs: verdicts, field paths and lines, as the loader."""
 
 from __future__ import annotations
 
