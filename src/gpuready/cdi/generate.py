@@ -306,7 +306,8 @@ def spec_summary(spec: dict[str, Any], found: NodeInventory) -> str:
 def generation_notes(found: NodeInventory, options: GenerateOptions) -> list[str]:
     """What the user should know about the spec: names left out, no driver files found."""
     notes = []
-    if "uuid" in options.strategies and any(g.uuid is None for g in found.gpus):
+    asked_for_uuids = options.strategies != DEFAULT_STRATEGIES and "uuid" in options.strategies
+    if asked_for_uuids and any(g.uuid is None for g in found.gpus):
         notes.append("names by UUID left out for GPUs with no known UUID (list them in an "
                      "--inventory file)")
     if not found.driver.libraries:
