@@ -17,9 +17,7 @@ class Outcome:
 
 
 def run_cli(capsys, monkeypatch, *argv: str) -> Outcome:
-    """``gpuready ARGV...`` with the verify command registered; never raises."""
-    if "gpuready.cli.cmd_verify" not in main.COMMAND_MODULES:
-        monkeypatch.setattr(main, "COMMAND_MODULES", ("gpuready.cli.cmd_verify",))
+    """``gpuready ARGV...`` in this process; never raises."""
     capsys.readouterr()
     code = main.run(list(argv))
     captured = capsys.readouterr()

@@ -5,31 +5,15 @@ Under CI=true a missing binary fails the test (CI must install it); elsewhere it
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from harness.containerd import Containerd, lab_config, short_tempdir
-from harness.standin import write_standin
 
 from gpuready.cri import probe_image
-
-BUSYBOX = Path("/bin/busybox")
-PROBE_IMAGE = "registry.k8s.io/pause:3.9"  # the lab config's sandbox_image
-
-
-def require(*, binaries: tuple[str, ...] = (), files: tuple[Path, ...] = ()) -> None:
-    """Fail under CI=true, skip elsewhere, when a needed binary or file is missing."""
-    missing = [name for name in binaries if shutil.which(name) is None]
-    missing += [str(path) for path in files if not path.exists()]
-    if not missing:
-        return
-    reason = f"needs {', '.join(missing)} (apt-get install containerd runc busybox-static)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
+from tests.harness.containerd import Containerd, lab_config, short_tempdir
+from tests.harness.standin import write_standin
+from tests.helpers import BUSYBOX, PROBE_IMAGE, nvidia_runtime, require
 
 
 @pytest.fixture(scope="session")
@@ -68,16 +52,6 @@ def start_containerd() -> Iterator[Callable[..., Containerd]]:
     yield start
     for daemon in started:
         daemon.remove()
-
-
-def nvidia_runtime(*, systemd_cgroup: bool = True) -> dict:
-    """The nvidia runtime entry as gpuready registers it, with the stand-in as BinaryName."""
-    return {
-        "nvidia": {
-            "runtime_type": "io.containerd.runc.v2",
-            "options": {"BinaryName": "STANDIN", "SystemdCgroup": systemd_cgroup},
-        }
-    }
 
 
 @pytest.fixture

@@ -52,17 +52,36 @@ def stage_fixture(root: Path, base: Path = LAB_BASE) -> Path:
     return target
 
 
+BUSYBOX = Path("/bin/busybox")
+PROBE_IMAGE = "registry.k8s.io/pause:3.9"  # the lab config's sandbox_image
+
+
+def require(*, binaries: tuple[str, ...] = (), files: tuple[Path, ...] = ()) -> None:
+    """Fail under CI=true, skip elsewhere, when a needed binary or file is missing."""
+    missing = [name for name in binaries if shutil.which(name) is None]
+    missing += [str(path) for path in files if not path.exists()]
+    if not missing:
+        return
+    reason = f"needs {', '.join(missing)} (apt-get install containerd runc busybox-static)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 def require_binary(name: str) -> str:
     """The path of a real binary; a failure under CI=true, a skip elsewhere, when missing."""
-    path = shutil.which(name) or next(
-        (str(p) for p in (Path("/usr/sbin") / name, Path("/usr/bin") / name) if p.exists()), None
-    )
-    if path:
-        return path
-    message = f"{name} is not installed (apt-get install containerd runc)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
+    require(binaries=(name,))
+    return shutil.which(name)
+
+
+def nvidia_runtime(*, systemd_cgroup: bool = True) -> dict:
+    """The nvidia runtime entry as gpuready registers it, with the stand-in as BinaryName."""
+    return {
+        "nvidia": {
+            "runtime_type": "io.containerd.runc.v2",
+            "options": {"BinaryName": "STANDIN", "SystemdCgroup": systemd_cgroup},
+        }
+    }
 
 
 def added_lines_only(before: str, after: str) -> bool:

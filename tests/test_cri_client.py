@@ -14,11 +14,11 @@ from pathlib import Path
 
 import grpc
 import pytest
-from cli_runner import run_cli
-from harness.containerd import short_tempdir
 
 from gpuready.cri.client import CriClient
 from gpuready.errors import ExitCode, RuntimeUnreachableError
+from tests.cli_runner import run_cli
+from tests.harness.containerd import short_tempdir
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import BUSYBOX, require
 
 from gpuready.cri import probe_image
 from gpuready.errors import InputError
+from tests.helpers import BUSYBOX, require
 
 
 def members(archive: Path) -> dict[str, bytes]:

@@ -11,12 +11,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_runner import run_cli
-from conftest import nvidia_runtime
-from harness.standin import recorded_calls, subcommand
 
 from gpuready.cri.client import CriClient
 from gpuready.cri.probe import MANAGED_BY_LABEL, SYSTEMD_CGROUP_PARENT
+from tests.cli_runner import run_cli
+from tests.harness.standin import recorded_calls, subcommand
+from tests.helpers import nvidia_runtime
 
 DATA = Path(__file__).parent / "data"
 
@@ -113,7 +113,7 @@ def test_edit_without_restart_is_on_disk_not_live(
     capsys, monkeypatch, start_containerd, probe_archive
 ):
     daemon = start_containerd(runtimes={}, image=probe_archive)
-    from harness.containerd import lab_config
+    from tests.harness.containerd import lab_config
 
     standin = str(daemon.folder / "standin")
     runtimes = {"nvidia": {"options": {"BinaryName": standin, "SystemdCgroup": True}}}
@@ -131,7 +131,7 @@ def test_edit_without_restart_is_on_disk_not_live(
 def test_another_file_is_named(capsys, monkeypatch, start_containerd, tmp_path):
     daemon = start_containerd(runtimes={})
     other = tmp_path / "config.toml"
-    from harness.containerd import lab_config
+    from tests.harness.containerd import lab_config
 
     other.write_text(lab_config(daemon.folder, runtimes=nvidia_runtime()))
     result = run_cli(
@@ -216,15 +216,13 @@ def test_handler_defaults_to_runtime_name(capsys, monkeypatch, lab_containerd):
 
 CLI = (
     "import sys; from gpuready.cli import main\n"
-    "if 'gpuready.cli.cmd_verify' not in main.COMMAND_MODULES:\n"
-    "    main.COMMAND_MODULES = ('gpuready.cli.cmd_verify',)\n"
     "sys.exit(main.run(sys.argv[1:]))\n"
 )
 
 
 def slow_runtime_daemon(start_containerd, probe_archive):
     """A daemon whose nvidia runtime takes 5 s to create a container."""
-    from harness.standin import write_standin
+    from tests.harness.standin import write_standin
 
     daemon = start_containerd(runtimes=nvidia_runtime(), image=probe_archive)
     write_standin(daemon.folder / "standin", log=daemon.folder / "standin.log", create_delay=5.0)

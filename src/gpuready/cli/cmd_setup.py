@@ -63,9 +63,10 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--gpus",
         type=_positive_int,
-        default=1,
+        default=None,
         metavar="N",
-        help="GPUs to describe in a new CDI spec when no NVIDIA device nodes exist (default: 1)",
+        help="plan a new CDI spec for N GPUs instead of the GPUs found under --root (when none "
+        "are found and N is not given: 1)",
     )
     common.add_dry_run(parser)
     common.add_format(parser)

@@ -16,6 +16,8 @@ COMMAND_MODULES = (
     "gpuready.cli.cmd_setup",
     "gpuready.cli.cmd_configure",
     "gpuready.cli.cmd_check",
+    "gpuready.cli.cmd_cdi",
+    "gpuready.cli.cmd_verify",
 )
 
 DESCRIPTION = """\

@@ -23,7 +23,7 @@ class SetupOptions:
     request: RuntimeRequest
     toolkit_dir: PurePosixPath
     base: Path | None = None
-    gpus: int = 1
+    gpus: int | None = None
     dry_run: bool = False
 
 
@@ -151,8 +151,9 @@ def _written(plan: Plan) -> str:
     return "created" if plan.before is None else "updated"
 
 
-def generate_cdi_spec(root: Path, *, gpus: int) -> str:
-    """A CDI spec for this node's NVIDIA GPUs (or ``gpus`` of them when none are visible)."""
-    from gpuready.cdi.generate import node_spec_text
+def generate_cdi_spec(root: Path, *, gpus: int | None) -> str:
+    """A CDI spec for this node's NVIDIA GPUs, or for ``gpus`` planned ones (one when none are
+    visible and no number is given)."""
+    from gpuready.cdi.generate import spec_text_for_node
 
-    return node_spec_text(root, gpus=gpus)
+    return spec_text_for_node(root, gpus=gpus)
