@@ -32,6 +32,22 @@ def short_tempdir() -> Path:
     return Path(tempfile.mkdtemp(prefix="gr-", dir="/tmp"))
 
 
+def sandboxed(config_text: str, folder: Path) -> str:
+    """``config_text`` with containerd's own paths moved into ``folder``, ready to start here.
+
+    The CRI plugin gets ``restrict_oom_score_adj = true``: containerd's sandbox lowers
+    oom_score_adj otherwise, which unprivileged or nested test machines refuse.
+    """
+    document = tomlkit.parse(config_text)
+    document["root"] = str(folder / "root")
+    document["state"] = str(folder / "state")
+    document.setdefault("grpc", tomlkit.table())["address"] = str(folder / "c.sock")
+    plugins = document.setdefault("plugins", tomlkit.table())
+    plugins["io.containerd.internal.v1.opt"] = {"path": str(folder / "opt")}
+    plugins[spec_for(document.get("version", 1)).cri_plugin]["restrict_oom_score_adj"] = True
+    return tomlkit.dumps(document)
+
+
 def lab_config(
     folder: Path,
     *,
@@ -41,21 +57,12 @@ def lab_config(
 ) -> str:
     """The lab base config with its paths moved into ``folder`` and ``runtimes`` added.
 
-    ``runtimes`` maps a name to ``{"runtime_type": ..., "options": {...}}``. The CRI plugin gets
-    ``restrict_oom_score_adj = true``: containerd's sandbox lowers oom_score_adj otherwise, which
-    unprivileged or nested test machines refuse.
+    ``runtimes`` maps a name to ``{"runtime_type": ..., "options": {...}}``.
     """
-    document = tomlkit.parse(LAB_BASE.read_text())
-    document["root"] = str(folder / "root")
-    document["state"] = str(folder / "state")
-    document["grpc"]["address"] = str(folder / "c.sock")
+    document = tomlkit.parse(sandboxed(LAB_BASE.read_text(), folder))
     if disabled_plugins:
         document["disabled_plugins"] = disabled_plugins
-    spec = spec_for(document["version"])
-    plugins = document["plugins"]
-    plugins["io.containerd.internal.v1.opt"] = {"path": str(folder / "opt")}
-    cri = plugins[spec.cri_plugin]
-    cri["restrict_oom_score_adj"] = True
+    cri = document["plugins"][spec_for(document["version"]).cri_plugin]
     if sandbox_image:
         cri["sandbox_image"] = sandbox_image
     table = cri["containerd"]["runtimes"]

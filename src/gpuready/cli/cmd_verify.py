@@ -75,7 +75,9 @@ def register(subparsers) -> None:
         choices=("node", "build"),
         default="node",
         help="node: use containerd's pause image (pulled if absent); build: if it is absent, "
-        "build one from --probe-binary and import it with ctr (default: node)",
+        "build a stand-in from --probe-binary and import it under the pause image's name with "
+        "ctr. Every pod on the node then uses that stand-in as its pause container until the "
+        "real image is imported (ctr -n k8s.io images rm NAME removes it) (default: node)",
     )
     parser.add_argument(
         "--probe-binary",
@@ -180,7 +182,11 @@ def text_lines(report) -> list[str]:
     ]
     lines += [f"{check.outcome.value:<8}{check.message}" for check in report.checks]
     if report.pause_image and report.pause_image.built:
-        lines.append(f"{'built':<8}pause image {report.pause_image.name} (imported with ctr)")
+        name = report.pause_image.name
+        lines.append(
+            f"{'built':<8}pause image {name} (a stand-in imported with ctr; pods use it until the "
+            f"real image is imported: ctr -n k8s.io images rm {name} removes it)"
+        )
     if report.probe:
         probe = report.probe
         outcome = "ok" if probe.ok and probe.removed else "failed"

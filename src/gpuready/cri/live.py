@@ -21,6 +21,8 @@ from gpuready.containerd.document import ConfigFile
 from gpuready.containerd.versions import ConfigVersion, spec_of
 from gpuready.cri.process import ServingProcess
 from gpuready.errors import InputError
+from gpuready.kubernetes import runtimeclass
+from gpuready.kubernetes.runtimeclass import RuntimeClass
 from gpuready.paths import under_root
 
 
@@ -295,7 +297,9 @@ def cri_enabled_check(disk: ConfigFile) -> list[CheckResult]:
     ]
 
 
-def handler_check(handler: str, live: LiveConfig, *, source: str) -> CheckResult:
+def handler_check(
+    handler: str, live: LiveConfig, *, source: str, disk: ConfigFile, context: Comparison
+) -> CheckResult:
     """A RuntimeClass handler (or --handler) is a runtime the running containerd loaded."""
     if handler in live.runtimes:
         return CheckResult(
@@ -306,11 +310,13 @@ def handler_check(handler: str, live: LiveConfig, *, source: str) -> CheckResult
             handler,
         )
     live_names = ", ".join(sorted(live.runtimes)) or "none"
+    message = f"{source}: handler {handler} is not a loaded runtime (live: {live_names})"
+    if facts.runtime(disk.data, spec_of(disk.data, path=disk.path), handler) is not None:
+        message += f"; on disk, not live: {disk.path} registers it ({why_not_live(disk, context)})"
     return CheckResult(
         "runtimeclass-handler",
         Outcome.FAILED,
-        f"{source}: handler {handler} is not a loaded runtime (live: {live_names}); pods with "
-        "this RuntimeClass fail with RunContainerError",
+        message + "; pods with this RuntimeClass fail with RunContainerError",
         handler,
         None,
     )
@@ -324,51 +330,33 @@ def compare(disk: ConfigFile, live: LiveConfig, context: Comparison) -> list[Che
     results += default_runtime_check(disk, spec, live, context)
     results += cdi_check(disk, spec, live, context)
     if context.handler != context.runtime_name:
-        results.append(handler_check(context.handler, live, source="--handler"))
+        results.append(
+            handler_check(context.handler, live, source="--handler", disk=disk, context=context)
+        )
     return results
 
 
-def load_runtimeclass_handlers(path: Path) -> list[tuple[str, str | None]]:
-    """``(name, handler)`` of every RuntimeClass in a YAML file (several documents allowed)."""
-    import yaml  # lazy: only RuntimeClass checks need it
-
-    from gpuready.containerd.document import read_text
-
-    text = read_text(path)
-    try:
-        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        problem = getattr(error, "problem", None) or str(error)
-        raise InputError(
-            path,
-            f"invalid YAML: {problem}",
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-        ) from None
-    found = []
-    for doc in documents:
-        if isinstance(doc, Mapping) and doc.get("kind") == "RuntimeClass":
-            metadata = doc.get("metadata") if isinstance(doc.get("metadata"), Mapping) else {}
-            handler = doc.get("handler")
-            found.append(
-                (str(metadata.get("name", "?")), handler if isinstance(handler, str) else None)
-            )
+def load_runtimeclasses(path: Path) -> list[RuntimeClass]:
+    """Every RuntimeClass in a YAML file; a file without one is bad input."""
+    found = runtimeclass.load(path)
     if not found:
         raise InputError(path, "no RuntimeClass (kind: RuntimeClass) in this file")
     return found
 
 
-def runtimeclass_checks(paths: Iterable[Path], live: LiveConfig) -> list[CheckResult]:
-    """One handler check per RuntimeClass in the given files."""
+def runtimeclass_checks(
+    classes: Iterable[RuntimeClass], disk: ConfigFile, live: LiveConfig, context: Comparison
+) -> list[CheckResult]:
+    """One handler check per RuntimeClass."""
     results = []
-    for path in paths:
-        for name, handler in load_runtimeclass_handlers(path):
-            source = f"{path}: RuntimeClass {name}"
-            if handler is None:
-                results.append(
-                    CheckResult("runtimeclass-handler", Outcome.FAILED, f"{source} has no handler")
-                )
-            else:
-                results.append(handler_check(handler, live, source=source))
+    for found in classes:
+        source = f"{found.file}: RuntimeClass {found.name or '?'}"
+        if not isinstance(found.handler, str) or not found.handler:
+            results.append(
+                CheckResult("runtimeclass-handler", Outcome.FAILED, f"{source} has no handler")
+            )
+        else:
+            results.append(
+                handler_check(found.handler, live, source=source, disk=disk, context=context)
+            )
     return results

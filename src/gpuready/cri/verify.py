@@ -145,8 +145,11 @@ def verify_live(options: VerifyOptions) -> LiveReport:
     """Compare the running containerd with the file on disk, check RuntimeClasses, and probe."""
     disk = load_config(options.config_path)
     spec_of(disk.data, path=disk.path)  # an unknown version is bad input, before connecting
-    for path in options.runtimeclass_files:  # bad YAML is bad input, before connecting
-        live_checks.load_runtimeclass_handlers(path)
+    classes = [  # bad YAML is bad input, found before connecting
+        found
+        for path in options.runtimeclass_files
+        for found in live_checks.load_runtimeclasses(path)
+    ]
     with CriClient(options.address, timeout=options.timeout) as client:
         version = client.version()
         config = client.status(verbose=True).config()
@@ -172,7 +175,7 @@ def verify_live(options: VerifyOptions) -> LiveReport:
             served_by=served,
             checks=live_checks.compare(disk, live, context),
         )
-        report.checks += live_checks.runtimeclass_checks(options.runtimeclass_files, live)
+        report.checks += live_checks.runtimeclass_checks(classes, disk, live, context)
         if options.probe:
             report.probe, report.pause_image = probe(client, options, live, disk)
     return report
