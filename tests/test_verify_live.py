@@ -285,3 +285,24 @@ def test_probe_timeout_fails_and_removes_sandbox(
     assert "within 2s" in result.out
     assert probe_sandboxes_left(daemon) == []
     assert containers_left(daemon) == []
+
+
+def test_runtimeclass_handler_added_without_restart_says_so(
+    capsys, monkeypatch, lab_containerd, tmp_path
+):
+    from tests.harness.containerd import lab_config
+
+    runtimes = nvidia_runtime()
+    runtimes["nvidia"]["options"]["BinaryName"] = str(lab_containerd.folder / "standin")
+    runtimes["nvidia-cdi"] = {"runtime_type": "io.containerd.runc.v2", "options": {}}
+    lab_containerd.config_path.write_text(lab_config(lab_containerd.folder, runtimes=runtimes))
+    manifest = tmp_path / "rc.yaml"
+    manifest.write_text(
+        "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: nvidia-cdi\n"
+        "handler: nvidia-cdi\n"
+    )
+    result = verify(capsys, monkeypatch, lab_containerd, "--runtimeclass", str(manifest))
+    assert result.code == 1
+    assert "handler nvidia-cdi is not a loaded runtime" in result.out
+    assert f"on disk, not live: {lab_containerd.config_path} registers it" in result.out
+    assert "restart containerd" in result.out
