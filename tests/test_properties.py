@@ -51,7 +51,7 @@ def test_registration_adds_lines_lands_right_and_is_idempotent(base, name, binar
 @settings(max_examples=150, deadline=None)
 @given(raw=st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
 def test_any_bytes_register_or_fail_with_a_positioned_error(raw: bytes) -> None:
-    from gpuready.containerd.document import decode
+    from gpuready.textfile import decode
 
     try:
         config = load_config_text(decode(raw, "config.toml"), "config.toml")

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from gpuready.errors import InputError
 from gpuready.problems import Problem, Severity
+from gpuready.textfile import read_text
 
 RULE_INVALID = "cdi-spec-invalid"
 Position = tuple[int, int]
@@ -31,28 +31,9 @@ class SpecDocument:
     problems: list[Problem] = field(default_factory=list)
 
 
-def read_spec_text(path: Path) -> str:
-    """The file's text; raises :class:`InputError` when it cannot be read as UTF-8 text."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a file") from None
-    except PermissionError:
-        raise InputError(path, "permission denied") from None
-    except OSError as error:
-        raise InputError(path, error.strerror or str(error)) from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        raise InputError(path, "not UTF-8 text", line=line) from None
-
-
 def load_spec_file(path: Path) -> SpecDocument:
     """Read and parse ``path``: JSON for ``*.json``, YAML for everything else."""
-    text = read_spec_text(path)
+    text = read_text(path)
     if path.suffix == ".json":
         return parse_json(text, str(path))
     return parse_yaml(text, str(path))

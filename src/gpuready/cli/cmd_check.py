@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     """Run every contract check and print them."""
     from pathlib import Path, PurePosixPath
 
-    from gpuready.containerd.document import read_text
+    from gpuready.textfile import read_text
     from gpuready.workflow.contract import NodeFiles, contract_checks
 
     files = NodeFiles.under(Path(args.root).absolute(), PurePosixPath(args.toolkit_dir))

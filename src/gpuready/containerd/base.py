@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from gpuready.containerd.document import decode, read_text
 from gpuready.errors import InputError
 from gpuready.paths import FIXTURE_BASE, under_root
+from gpuready.textfile import decode, read_text
 
 CONTAINERD_DEFAULT_TIMEOUT_S = 20
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.errors import InputError
+from gpuready.textfile import read_text
 
 _POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _END_OF_DOCUMENT = re.compile(r"\s*\(at end of document\)\s*$")
@@ -25,34 +26,6 @@ class ConfigFile:
     path: Path
     text: str
     data: dict[str, Any]
-
-
-def read_text(path: Path) -> str:
-    """The file's text; missing, unreadable, or binary files raise :class:`InputError`."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a file") from None
-    except PermissionError:
-        raise InputError(path, "permission denied") from None
-    except OSError as error:
-        raise InputError(path, error.strerror or str(error)) from None
-    return decode(raw, path)
-
-
-def decode(raw: bytes, path: Path | str) -> str:
-    """UTF-8 text, refusing NUL bytes (a binary file) and invalid UTF-8 with the byte's place."""
-    if b"\x00" in raw:
-        line = raw[: raw.index(b"\x00")].count(b"\n") + 1
-        raise InputError(path, "binary file (contains a NUL byte), not TOML", line=line)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = raw[: error.start].count(b"\n") + 1
-        column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
-        raise InputError(path, "not UTF-8 text", line=line, column=column) from None
 
 
 def parse_toml(text: str, path: Path | str) -> dict[str, Any]:

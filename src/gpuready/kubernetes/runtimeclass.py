@@ -55,7 +55,7 @@ def is_dns_label(value: object) -> bool:
 
 def load(path: Path) -> list[RuntimeClass]:
     """Every RuntimeClass in a (possibly multi-document) YAML file."""
-    from gpuready.containerd.document import read_text
+    from gpuready.textfile import read_text
 
     text = read_text(path)
     return parse(text, path)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpuready.containerd.document import read_text
 from gpuready.fsio import apply_plan, locked
 from gpuready.plan import Plan
+from gpuready.textfile import read_text
 
 
 class Staging:
