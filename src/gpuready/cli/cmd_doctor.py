@@ -26,17 +26,24 @@ def register(subparsers) -> None:
     from gpuready.cli.cmd_lint import add_rule_selection
 
     parser = add_command(
-        subparsers, "doctor", help="check a whole node (config, imports, RuntimeClass, CDI)",
-        description=DESCRIPTION, epilog=EPILOG,
+        subparsers,
+        "doctor",
+        help="check a whole node (config, imports, RuntimeClass, CDI)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
     )
     add_root(parser)
     add_runtime_name(parser)
     parser.add_argument(
-        "--config", metavar="FILE",
+        "--config",
+        metavar="FILE",
         help="the main containerd config (default: /etc/containerd/config.toml under --root)",
     )
     parser.add_argument(
-        "--runtimeclass", action="append", default=[], metavar="FILE",
+        "--runtimeclass",
+        action="append",
+        default=[],
+        metavar="FILE",
         help="a RuntimeClass manifest to check (repeatable; default: "
         "/root/toolkit/runtimeclass.yaml under --root when present)",
     )

@@ -26,19 +26,26 @@ Run 'gpuready rules' for the rule list and 'gpuready rules NAME' for one rule's 
 def add_rule_selection(parser: argparse.ArgumentParser) -> None:
     """``--select``/``--ignore``, ``--format`` and ``--containerd-version``, shared with doctor."""
     parser.add_argument(
-        "--select", action="append", metavar="RULES",
+        "--select",
+        action="append",
+        metavar="RULES",
         help="run only these rules (comma-separated, repeatable)",
     )
     parser.add_argument(
-        "--ignore", action="append", metavar="RULES",
+        "--ignore",
+        action="append",
+        metavar="RULES",
         help="do not run these rules (comma-separated, repeatable)",
     )
     parser.add_argument(
-        "--format", choices=("text", "json", "sarif"), default="text",
+        "--format",
+        choices=("text", "json", "sarif"),
+        default="text",
         help="output format (default: text)",
     )
     parser.add_argument(
-        "--containerd-version", metavar="X.Y",
+        "--containerd-version",
+        metavar="X.Y",
         help="read the config as this containerd release does (default: from the config version)",
     )
 
@@ -46,11 +53,16 @@ def add_rule_selection(parser: argparse.ArgumentParser) -> None:
 def register(subparsers) -> None:
     """Add the ``lint`` sub-command."""
     parser = add_command(
-        subparsers, "lint", help="check containerd config files", description=DESCRIPTION,
+        subparsers,
+        "lint",
+        help="check containerd config files",
+        description=DESCRIPTION,
         epilog=EPILOG,
     )
     parser.add_argument(
-        "files", nargs="*", metavar="FILE",
+        "files",
+        nargs="*",
+        metavar="FILE",
         help="config files (default: /etc/containerd/config.toml under --root)",
     )
     add_root(parser)

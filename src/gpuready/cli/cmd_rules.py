@@ -14,10 +14,13 @@ one rule: what it finds, why that breaks GPU pods, an example, and the fix.
 
 def register(subparsers) -> None:
     """Add the ``rules`` sub-command."""
-    parser = add_command(subparsers, "rules", help="list or explain the rules", description=DESCRIPTION)
+    parser = add_command(
+        subparsers, "rules", help="list or explain the rules", description=DESCRIPTION
+    )
     parser.add_argument("name", nargs="?", metavar="NAME", help="the rule to explain")
     parser.add_argument(
-        "--markdown", action="store_true",
+        "--markdown",
+        action="store_true",
         help="print the whole rule reference as Markdown (this is docs/rules.md)",
     )
     parser.set_defaults(handler=run)

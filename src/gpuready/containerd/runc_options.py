@@ -1,4 +1,4 @@
-"""The runc shim's ``options`` keys and the boolean keys of the CRI config, as containerd reads them.
+"""The runc shim's ``options`` keys and the CRI config's boolean keys, as containerd reads them.
 
 containerd decodes a runtime's ``options`` table into the runc shim's options message by field
 name (2.x case-insensitively, 1.x exactly) and silently drops every key that matches no field;

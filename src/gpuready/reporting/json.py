@@ -13,7 +13,7 @@ The shape (stable; new keys may be added, none removed or renamed)::
           "severity": "error",                # error | warning | info
           "message": "…",
           "file": "/etc/containerd/config.toml",
-          "key_path": "plugins.\\"io.containerd.grpc.v1.cri\\".containerd.runtimes.nvidia.options.SystemdCgroup",
+          "key_path": "plugins.\\"io.containerd.grpc.v1.cri\\".containerd.runtimes.nvidia…",
           "line": 12, "column": 5,            # 1-based; null when unknown
           "fix": "…"
         }

@@ -1,8 +1,8 @@
 """Text: one line per problem, like a compiler, with a fix hint under it, then a summary.
 
-    etc/containerd/config.toml:12:5: error bool-as-string: SystemdCgroup is the string 'true', …
-      fix: write SystemdCgroup = true without quotes (gpuready lint --fix)
-    1 error, 0 warnings, 0 info in 1 file
+etc/containerd/config.toml:12:5: error bool-as-string: SystemdCgroup is the string 'true', …
+  fix: write SystemdCgroup = true without quotes (gpuready lint --fix)
+1 error, 0 warnings, 0 info in 1 file
 """
 
 from __future__ import annotations

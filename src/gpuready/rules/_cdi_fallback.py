@@ -18,10 +18,21 @@ _DEVICE_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?$")
 _TOP_FIELDS = {"cdiVersion", "kind", "devices", "containerEdits", "annotations"}
 _DEVICE_FIELDS = {"name", "containerEdits", "annotations"}
 _EDIT_FIELDS = {
-    "env", "deviceNodes", "mounts", "hooks", "intelRdt", "additionalGids", "netDevices",
+    "env",
+    "deviceNodes",
+    "mounts",
+    "hooks",
+    "intelRdt",
+    "additionalGids",
+    "netDevices",
 }
 _HOOK_NAMES = {
-    "prestart", "createRuntime", "createContainer", "startContainer", "poststart", "poststop",
+    "prestart",
+    "createRuntime",
+    "createContainer",
+    "startContainer",
+    "poststart",
+    "poststop",
 }
 
 Finding = tuple[str, str]
@@ -49,9 +60,7 @@ def spec_problems(spec: Any) -> list[Finding]:
 
 
 def _unknown(mapping: dict, known: set[str], prefix: str) -> list[Finding]:
-    return [
-        (f"{prefix}{key}", f"unknown field {key!r}") for key in mapping if key not in known
-    ]
+    return [(f"{prefix}{key}", f"unknown field {key!r}") for key in mapping if key not in known]
 
 
 def _version(spec: dict) -> list[Finding]:
@@ -81,12 +90,11 @@ def _minimum_version(spec: dict) -> str:
     )
     if annotated or "." in kind.partition("/")[2]:
         return "0.6.0"
-    digit_name = any(
-        isinstance(d, dict) and str(d.get("name", "x"))[:1].isdigit() for d in devices
-    )
+    digit_name = any(isinstance(d, dict) and str(d.get("name", "x"))[:1].isdigit() for d in devices)
     host_path = any(
         isinstance(n, dict) and n.get("hostPath")
-        for e in edits for n in (e.get("deviceNodes") or [])
+        for e in edits
+        for n in (e.get("deviceNodes") or [])
     )
     if digit_name or host_path:
         return "0.5.0"
@@ -138,6 +146,9 @@ def _edits(edits: Any, where: str) -> Iterator[Finding]:
     for index, hook in enumerate(edits.get("hooks") or []):
         hook = hook if isinstance(hook, dict) else {}
         if hook.get("hookName") not in _HOOK_NAMES:
-            yield (f"{where}.hooks[{index}].hookName", f"invalid hook name {hook.get('hookName')!r}")
+            yield (
+                f"{where}.hooks[{index}].hookName",
+                f"invalid hook name {hook.get('hookName')!r}",
+            )
         if not hook.get("path"):
             yield (f"{where}.hooks[{index}].path", "a hook needs a path")

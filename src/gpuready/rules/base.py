@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from enum import Enum
+from enum import StrEnum
 from typing import Any, ClassVar
 
 from gpuready.problems import Problem, Severity
@@ -17,7 +17,7 @@ from gpuready.problems import Problem, Severity
 SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix")
 
 
-class Scope(str, Enum):
+class Scope(StrEnum):
     """What a rule looks at.
 
     ``file``: one config file as written (``lint`` and ``doctor`` both run these on every file);

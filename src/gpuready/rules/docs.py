@@ -56,9 +56,10 @@ def markdown() -> str:
         )
     for name, rule in REGISTRY.items():
         parts.append(f"\n## {name}\n\n{rule.summary()}\n\n")
+        fixable = " Fixable by `gpuready lint --fix`." if rule.fixable else ""
         parts.append(
             f"Default severity: **{rule.severity.value}**. Checked by: "
-            f"{SCOPE_WORDS[rule.scope.value]}.{' Fixable by `gpuready lint --fix`.' if rule.fixable else ''}\n"
+            f"{SCOPE_WORDS[rule.scope.value]}.{fixable}\n"
         )
         sections = rule.sections()
         for title in SECTIONS:

@@ -79,8 +79,11 @@ def lint_paths(
     containerd_version: str | None = None,
 ) -> Report:
     """Lint each file alone; a missing or unreadable file raises InputError (exit 2)."""
-    semantics = choose(flag=containerd_version, probe=False, config_version=None) \
-        if containerd_version else None
+    semantics = (
+        choose(flag=containerd_version, probe=False, config_version=None)
+        if containerd_version
+        else None
+    )
     report = Report()
     for path in paths:
         file = FileContext(path, read_text(path), options=options)
@@ -117,8 +120,13 @@ def doctor(
         data, node.replaced_tables = merge(files, major=semantics.major)
         driver, kubelet_file = _kubelet_cgroup_driver(root)
         node.config = ConfigContext(
-            data, main.spec, semantics, options, files,
-            kubelet_cgroup_driver=driver, kubelet_file=kubelet_file,
+            data,
+            main.spec,
+            semantics,
+            options,
+            files,
+            kubelet_cgroup_driver=driver,
+            kubelet_file=kubelet_file,
         )
         problems += _run(Scope.CONFIG, node.config, selected)
     node.runtime_classes = _runtime_classes(root, runtimeclass_paths)
@@ -144,8 +152,10 @@ def _kubelet_cgroup_driver(root: Path) -> tuple[str | None, str | None]:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise InputError(
-            path, f"invalid YAML: {getattr(error, 'problem', None) or error}",
-            line=mark.line + 1 if mark else None, column=mark.column + 1 if mark else None,
+            path,
+            f"invalid YAML: {getattr(error, 'problem', None) or error}",
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
         ) from None
     driver = data.get("cgroupDriver", "cgroupfs") if isinstance(data, dict) else None
     return (driver if isinstance(driver, str) else None), str(path)

@@ -31,8 +31,8 @@ from gpuready.plan import Plan
 from gpuready.problems import Problem
 from gpuready.rules.context import FileContext, Options
 from gpuready.rules.locate import Header, Locator
-from gpuready.rules.options import misplaced_options
 from gpuready.rules.options import bool_strings as find_bool_strings
+from gpuready.rules.options import misplaced_options
 from gpuready.rules.placement import misplaced, unquoted_plugin_id
 from gpuready.rules.registry import REGISTRY
 
@@ -139,26 +139,41 @@ def _node(doc: Any, path: KeyPath) -> Any:
     return doc
 
 
-def _set(doc: Any, path: KeyPath, value: Any) -> None:
-    """Set ``path`` to ``value``, creating tables, indenting a new key like its siblings."""
+def _key_indent(table: Any) -> str | None:
+    """The indentation of the first plain key of a tomlkit table (None when it has none)."""
+    body = getattr(getattr(table, "value", None), "body", [])
+    for key, item in body:
+        if key is not None and not isinstance(item, dict) and hasattr(item, "trivia"):
+            return item.trivia.indent
+    return None
+
+
+def _set(doc: Any, path: KeyPath, value: Any, *, like: Any = None) -> None:
+    """Set ``path`` to ``value``, creating tables; a new key or table is indented like its
+    siblings (containerd's default style), and ``like``'s comment is kept."""
     import tomlkit
 
     parent = doc
     for key in path[:-1]:
         if key not in parent:
-            parent[key] = tomlkit.table()
+            table = tomlkit.table()
+            table.trivia.indent = _key_indent(parent) or ""
+            parent.add(key, table)
         parent = parent[key]
     key = path[-1]
     if key in parent:
         parent[key] = value
         return
     item = tomlkit.item(value)
-    sibling = next(
-        (v for v in parent.value.values() if not isinstance(v, dict)), None
-    ) if hasattr(parent, "value") else None
-    if sibling is not None and hasattr(sibling, "trivia"):
-        item.trivia.indent = sibling.trivia.indent
+    indent = _key_indent(parent)
+    if indent is None:
+        indent = getattr(getattr(parent, "trivia", None), "indent", "") + "  "
+    if like is not None and getattr(like, "trivia", None) and like.trivia.comment:
+        item.trivia.comment_ws = like.trivia.comment_ws
+        item.trivia.comment = like.trivia.comment
     parent.add(key, item)
+    # tomlkit indents an added item by its table's indentation; set the final one afterwards
+    item.trivia.indent = indent
 
 
 def edit_values(result: FixResult, options: Options) -> None:
@@ -180,8 +195,10 @@ def edit_values(result: FixResult, options: Options) -> None:
                 "keep one by hand"
             )
             continue
-        _set(doc, move.target, move.value)
-        del _node(doc, move.source[:-1])[move.source[-1]]
+        source_table = _node(doc, move.source[:-1])
+        original = source_table.value.item(move.source[-1])
+        del source_table[move.source[-1]]
+        _set(doc, move.target, move.value, like=original)
     data = tomllib.loads(doc.as_string())
     for path in find_bool_strings(data, file.spec, major=major):
         _set(doc, path, bool_text(facts.lookup(data, path)))
@@ -246,7 +263,9 @@ def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool) -> str:
                 fsio.apply_plan(plan)
         out.append(plan.diff())
         verb = "would fix" if dry_run else "fixed"
-        out.append(f"{path}: {verb if plan.changes else 'nothing fixed'}"
-                   f"{': ' + plan.summary.removeprefix('fixes ') if plan.changes else ''}\n")
+        out.append(
+            f"{path}: {verb if plan.changes else 'nothing fixed'}"
+            f"{': ' + plan.summary.removeprefix('fixes ') if plan.changes else ''}\n"
+        )
         out.extend(f"{path}: cannot fix: {note}\n" for note in plan.notes)
     return "".join(out)

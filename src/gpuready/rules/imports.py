@@ -28,10 +28,7 @@ _GLOB_CHARS = ("*", "?", "[")
 
 def resolve(entry: str, importer: Path, *, root: Path) -> list[Path] | None:
     """The files an ``imports`` entry names; None for a plain path that does not exist."""
-    if entry.startswith("/"):
-        pattern = under_root(root, entry)
-    else:
-        pattern = importer.parent / entry
+    pattern = under_root(root, entry) if entry.startswith("/") else importer.parent / entry
     if any(char in entry for char in _GLOB_CHARS):
         return [Path(p) for p in sorted(glob.glob(str(pattern))) if Path(p).is_file()]
     return [pattern] if pattern.is_file() else None

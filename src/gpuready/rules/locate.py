@@ -83,25 +83,28 @@ class Locator:
             if in_multiline:
                 in_multiline = len(_MULTILINE_QUOTES.findall(line)) % 2 == 0
                 continue
-            header = _HEADER.match(line)
-            if header:
-                table = self._add_header(number, header)
+            first = line.lstrip()[:1]
+            if not first or first == "#":
+                continue
+            if first == "[":
+                header = _HEADER.match(line)
+                if header:
+                    table = self._add_header(number, header)
                 continue
             key = _KEY_LINE.match(line)
             if key:
                 parts, _ = split_key_path(key.group(2))
                 self._remember((*table, *parts), (number, len(key.group(1)) + 1))
                 rest = line[key.end() :]
-                in_multiline = len(_MULTILINE_QUOTES.findall(rest)) % 2 == 1
+                if '"""' in rest or "'''" in rest:
+                    in_multiline = len(_MULTILINE_QUOTES.findall(rest)) % 2 == 1
 
     def _add_header(self, number: int, match: re.Match) -> KeyPath:
         raw = match.group(3)
         path, bare = split_key_path(raw)
         quote = "'" if "'" in raw and '"' not in raw else '"'
         column = len(match.group(1)) + 1
-        self.headers.append(
-            Header(number, column, match.start(3), match.end(3), path, bare, quote)
-        )
+        self.headers.append(Header(number, column, match.start(3), match.end(3), path, bare, quote))
         self._remember(path, (number, column))
         return path
 

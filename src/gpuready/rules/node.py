@@ -224,8 +224,9 @@ class HandlerMismatch(Rule):
                 line=line,
                 column=column,
                 key_path="handler",
-                fix=f"set handler to one of: {', '.join(registered)}" if registered else
-                "register the runtime in containerd's config",
+                fix=f"set handler to one of: {', '.join(registered)}"
+                if registered
+                else "register the runtime in containerd's config",
             )
 
 
@@ -444,14 +445,22 @@ class CdiSpecInvalid(Rule):
                 data, error, where = _load_spec(path)
                 if error:
                     yield plain_problem(
-                        self, error, file=shown, line=where[0] if where else None,
-                        column=where[1] if where else None, fix="correct the YAML syntax",
+                        self,
+                        error,
+                        file=shown,
+                        line=where[0] if where else None,
+                        column=where[1] if where else None,
+                        fix="correct the YAML syntax",
                     )
                     continue
                 for field_path, reason in spec_problems(data):
                     where = yaml_position(path, field_path) if field_path else None
                     yield plain_problem(
-                        self, reason, file=shown, key_path=field_path,
-                        line=where[0] if where else None, column=where[1] if where else None,
+                        self,
+                        reason,
+                        file=shown,
+                        key_path=field_path,
+                        line=where[0] if where else None,
+                        column=where[1] if where else None,
                         fix=f"correct {field_path or 'the spec'}",
                     )

@@ -48,7 +48,11 @@ def bool_strings(data: Mapping[str, Any], spec: ConfigVersion, *, major: int) ->
                     found.append((*path, key))
 
     scan(facts.lookup(data, spec.cri_path), spec.cri_path, CRI_BOOL_KEYS.__contains__)
-    scan(facts.lookup(data, spec.containerd_path), spec.containerd_path, CONTAINERD_BOOL_KEYS.__contains__)
+    scan(
+        facts.lookup(data, spec.containerd_path),
+        spec.containerd_path,
+        CONTAINERD_BOOL_KEYS.__contains__,
+    )
     for name, entry in facts.runtimes(data, spec).items():
         scan(entry, spec.runtime_path(name), RUNTIME_BOOL_KEYS.__contains__)
         if is_runc(entry):
@@ -238,7 +242,9 @@ class UnknownOption(Rule):
                 if option_matches(key, major=major) or canonical_option(key, major=major):
                     continue
                 close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
-                hint = f"did you mean {close[0]}?" if close else f"runc options: {', '.join(fields)}"
+                hint = (
+                    f"did you mean {close[0]}?" if close else f"runc options: {', '.join(fields)}"
+                )
                 yield ctx.report(
                     self,
                     f"runtime {name!r}: {key} is not a runc option; containerd drops it "
@@ -290,8 +296,11 @@ class DeprecatedSystemdCgroup(Rule):
         yield ctx.report(
             self,
             "plugin-level systemd_cgroup = true "
-            + ("has no effect (removed in containerd 2.0)" if removed else
-               "makes the CRI plugin fail to load unless the default runtime uses shim v1"),
+            + (
+                "has no effect (removed in containerd 2.0)"
+                if removed
+                else "makes the CRI plugin fail to load unless the default runtime uses shim v1"
+            ),
             path,
             severity=Severity.WARNING if removed else None,
             fix="remove it; set SystemdCgroup = true in each runc runtime's options table",

@@ -81,8 +81,9 @@ def _misplaced_in(table: Mapping[str, Any], plugin: str, *, keep: frozenset[str]
         for name in runtimes:
             yield Misplaced(plugin, (*base, "containerd", "runtimes", name), runtime=name)
     settings = tuple(
-        ".".join(path) for path in _leaf_paths(table) if path[0] not in keep
-        and path[:2] != ("containerd", "runtimes")
+        ".".join(path)
+        for path in _leaf_paths(table)
+        if path[0] not in keep and path[:2] != ("containerd", "runtimes")
     )
     if settings:
         yield Misplaced(plugin, base, keys=settings)

@@ -44,9 +44,7 @@ def get(name: str) -> Rule:
     try:
         return REGISTRY[name]
     except KeyError:
-        raise UsageError(
-            f"unknown rule {name!r}; run 'gpuready rules' for the list"
-        ) from None
+        raise UsageError(f"unknown rule {name!r}; run 'gpuready rules' for the list") from None
 
 
 def _names(values: Iterable[str] | None) -> list[str]:

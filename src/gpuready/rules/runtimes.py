@@ -77,10 +77,10 @@ class RuntimeNotRegistered(Rule):
             for file in ctx.files
         ):
             return
+        table = render_key_path(ctx.spec.runtime_path(name))
         yield ctx.report(
             self,
-            f"runtime {name!r} is not registered: no [{render_key_path(ctx.spec.runtime_path(name))}]"
-            " table",
+            f"runtime {name!r} is not registered: no [{table}] table",
             ctx.spec.runtime_path(name),
             fix=f"run 'gpuready configure --runtime-name {name}', or add the table with "
             f'runtime_type = "{RECOMMENDED_RUNTIME_TYPE}"',
