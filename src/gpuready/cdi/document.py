@@ -1,0 +1,147 @@
+"""Reading a spec file: its data (``yaml.safe_load`` or ``json``) and where each field is.
+
+The loader decodes JSON and YAML alike with a strict YAML decoder: a syntax error, a duplicate
+key, or a document that is not a mapping refuses the file. Those come back as problems; a file
+that cannot be read at all (missing, a folder, not UTF-8) raises :class:`InputError`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuready.errors import InputError
+from gpuready.problems import Problem, Severity
+
+RULE_INVALID = "cdi-spec-invalid"
+Position = tuple[int, int]
+
+
+@dataclass
+class SpecDocument:
+    """One spec file as read: ``data`` (None when it did not parse), field positions, problems."""
+
+    path: str
+    data: Any
+    lines: dict[str, Position] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+
+
+def read_spec_text(path: Path) -> str:
+    """The file's text; raises :class:`InputError` when it cannot be read as UTF-8 text."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise InputError(path, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a directory, not a file") from None
+    except PermissionError:
+        raise InputError(path, "permission denied") from None
+    except OSError as error:
+        raise InputError(path, error.strerror or str(error)) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise InputError(path, "not UTF-8 text", line=line) from None
+
+
+def load_spec_file(path: Path) -> SpecDocument:
+    """Read and parse ``path``: JSON for ``*.json``, YAML for everything else."""
+    text = read_spec_text(path)
+    if path.suffix == ".json":
+        return parse_json(text, str(path))
+    return parse_yaml(text, str(path))
+
+
+def parse_yaml(text: str, file: str) -> SpecDocument:
+    """Parse YAML text: values from ``safe_load``, positions from ``compose`` (SafeLoader)."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        return SpecDocument(file, None, problems=[_yaml_syntax_problem(error, file)])
+    document = SpecDocument(file, data)
+    if node is not None:
+        _record_positions(node, "", document, depth=0)
+    return document
+
+
+def parse_json(text: str, file: str) -> SpecDocument:
+    """Parse JSON text with ``json``; positions come from composing the same text as YAML."""
+    duplicates: list[str] = []
+    try:
+        data = json.loads(text, object_pairs_hook=lambda pairs: _no_duplicates(pairs, duplicates))
+    except json.JSONDecodeError as error:
+        problem = Problem(RULE_INVALID, Severity.ERROR, f"invalid JSON: {error.msg}", file,
+                          line=error.lineno, column=error.colno)
+        return SpecDocument(file, None, problems=[problem])
+    document = SpecDocument(file, data)
+    try:  # JSON is YAML for positions; PyYAML (YAML 1.1) reads nearly every JSON text
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        node = None
+    if node is not None:
+        _record_positions(node, "", document, depth=0)
+    elif duplicates:
+        document.problems.extend(_duplicate_problem(key, file, None) for key in duplicates)
+    return document
+
+
+def child_path(parent: str, key: str) -> str:
+    """``devices[0]`` + ``name`` → ``devices[0].name``; odd keys are quoted (``["a.b/c"]``)."""
+    if key.replace("_", "a").isalnum() and key.isascii():
+        return f"{parent}.{key}" if parent else key
+    return f"{parent}[{json.dumps(key)}]"
+
+
+def _record_positions(node: yaml.Node, path: str, document: SpecDocument, *, depth: int) -> None:
+    """Remember the 1-based line and column of every field; report duplicate mapping keys."""
+    if depth > 64:  # aliases can nest a document deeper than any spec; stop, positions only
+        return
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(key_node.value)
+            here = child_path(path, key)
+            position = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            if key in seen and key != "<<":
+                document.problems.append(_duplicate_problem(here, document.path, position))
+            seen.add(key)
+            document.lines.setdefault(here, position)
+            _record_positions(value_node, here, document, depth=depth + 1)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            here = f"{path}[{index}]"
+            document.lines.setdefault(here, (item.start_mark.line + 1, item.start_mark.column + 1))
+            _record_positions(item, here, document, depth=depth + 1)
+
+
+def _duplicate_problem(key_path: str, file: str, position: Position | None) -> Problem:
+    # The loader's strict YAML decoder refuses a repeated key; PyYAML would keep the last one.
+    line, column = position if position else (None, None)
+    return Problem(RULE_INVALID, Severity.ERROR, "key is repeated; the loader refuses duplicate "
+                   "keys", file, key_path, line, column,
+                   fix="keep one of the entries")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]], duplicates: list[str]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            duplicates.append(key)
+        result[key] = value
+    return result
+
+
+def _yaml_syntax_problem(error: yaml.YAMLError, file: str) -> Problem:
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    reason = getattr(error, "problem", None) or str(error).splitlines()[0]
+    line = mark.line + 1 if mark else None
+    column = mark.column + 1 if mark else None
+    return Problem(RULE_INVALID, Severity.ERROR, f"invalid YAML: {reason}", file,
+                   line=line, column=column)

@@ -1,0 +1,99 @@
+"""Text and JSON renderings of CDI scans: validation reports and device lists (no printing)."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+from gpuready.cdi.validate import Scan, discover, scan
+from gpuready.errors import ExitCode
+from gpuready.paths import under_root
+from gpuready.problems import Problem, Severity, has_errors
+
+
+def scan_for(root: str, paths: Sequence[str]) -> Scan:
+    """Scan ``paths`` (node paths, looked up under ``root``), or the node's CDI folders."""
+    if not paths:
+        return discover(root)
+    return scan([under_root(root, p) for p in paths])
+
+
+def validation_exit_code(found: Scan) -> int:
+    """2 when some input could not be read, 1 when a spec is refused, else 0."""
+    if found.unreadable:
+        return ExitCode.BAD_INPUT
+    if has_errors(found.problems):
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK
+
+
+def status(found: Scan) -> str:
+    """``valid``, ``invalid`` or ``unreadable``: the word for the exit code."""
+    return {0: "valid", 1: "invalid", 2: "unreadable"}[validation_exit_code(found)]
+
+
+def render_validation(found: Scan, *, fmt: str = "text") -> str:
+    """The validation report as text (one line per problem) or JSON (always with a status)."""
+    if fmt == "json":
+        return json.dumps({
+            "status": status(found),
+            "files": [str(spec.path) for spec in found.specs],
+            "problems": [p.to_dict() for p in found.problems],
+            "unreadable": [error.message() for error in found.unreadable],
+        }, indent=2) + "\n"
+    lines = [problem_line(p) for p in found.problems]
+    lines += [f"{error.message()}: unreadable" for error in found.unreadable]
+    lines.append(_summary(found))
+    return "\n".join(lines) + "\n"
+
+
+def problem_line(problem: Problem) -> str:
+    """``file:line:column: severity: field: message [rule]`` with a fix hint when there is one."""
+    where = problem.file
+    if problem.line is not None:
+        where += f":{problem.line}"
+        if problem.column is not None:
+            where += f":{problem.column}"
+    field = f"{problem.key_path}: " if problem.key_path else ""
+    text = f"{where}: {problem.severity.value}: {field}{problem.message} [{problem.rule}]"
+    return text + (f"\n    fix: {problem.fix}" if problem.fix else "")
+
+
+def _summary(found: Scan) -> str:
+    counts = {s: sum(p.severity is s for p in found.problems) for s in Severity}
+    files = sum(1 for spec in found.specs if spec.kind or spec.problems)
+    if not found.specs and not found.unreadable:
+        return "no CDI spec files found"
+    return (f"{files} file(s), {len(found.devices)} device(s): {status(found)} "
+            f"({counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s))")
+
+
+def render_devices(found: Scan, *, fmt: str = "text") -> str:
+    """The resolved devices, ``nvidia.com/gpu=0  /etc/cdi/nvidia.yaml``, in natural order."""
+    devices = sorted(found.devices.values(), key=lambda d: natural_key(d.name))
+    if fmt == "json":
+        return json.dumps({"status": "ok" if not found.unreadable else "unreadable",
+                           "devices": [{"name": d.name, "file": str(d.file)} for d in devices]},
+                          indent=2) + "\n"
+    if not devices:
+        return ""
+    width = max(len(d.name) for d in devices)
+    return "".join(f"{d.name:<{width}}  {d.file}\n" for d in devices)
+
+
+def scan_notes(found: Scan) -> list[str]:
+    """Lines for standard error: unreadable inputs and refused spec files."""
+    notes = [f"{error.message()}: unreadable" for error in found.unreadable]
+    refused = [spec.path for spec in found.specs if has_errors(spec.problems)]
+    notes += [f"{path}: refused or conflicting; see 'gpuready cdi validate {path}'"
+              for path in refused]
+    return notes
+
+
+def natural_key(text: str) -> list[object]:
+    """Sort key that puts ``gpu=2`` before ``gpu=10``."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+            for part in re.split(r"(\d+)", text)]
+
+

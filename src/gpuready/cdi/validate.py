@@ -1,0 +1,386 @@
+"""Validate CDI specs exactly as the CDI loader does, and discover the devices of a node.
+
+Every rule the loader enforces is an error under the rule ``cdi-spec-invalid``: required fields,
+the kind, device names, unique names, non-empty device edits, ``KEY=VALUE`` environment entries,
+device node types and permissions, mount and hook fields, hook names, unknown fields, and the
+minimum ``cdiVersion`` the content needs. Where SPEC.md asks for more than the loader (an absolute
+hook path, DNS vendor names, class names of 63 characters or less, a positive hook timeout) the
+finding is a warning under ``cdi-spec-strict``. The loader stops at its first error; this module
+reports them all.
+
+Directories are read the way the CDI cache reads them (:func:`scan`): only ``*.json`` and
+``*.yaml`` files directly inside, a later directory overriding an earlier one, and the same
+device in two files of one directory refusing that device (``cdi-device-conflict``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from gpuready.cdi import names
+from gpuready.cdi.document import (
+    RULE_INVALID,
+    Position,
+    SpecDocument,
+    child_path,
+    load_spec_file,
+)
+from gpuready.cdi.schema import SPEC, Decoder
+from gpuready.cdi.versions import (
+    EARLIEST_VERSION,
+    is_known_version,
+    strongest_requirement,
+    version_key,
+)
+from gpuready.errors import InputError
+from gpuready.paths import CDI_DIRS, under_root
+from gpuready.problems import Problem, Severity, has_errors
+
+RULE_STRICT = "cdi-spec-strict"
+RULE_CONFLICT = "cdi-device-conflict"
+RULE_IGNORED = "cdi-spec-ignored"
+RULE_OVERRIDDEN = "cdi-device-overridden"
+SPEC_SUFFIXES = (".json", ".yaml")
+HOOK_NAMES = ("prestart", "createRuntime", "createContainer", "startContainer", "poststart",
+              "poststop")
+DEVICE_NODE_TYPES = ("", "b", "c", "u", "p")
+
+
+class _Checker:
+    """The loader's checks over one decoded spec; each finding becomes a Problem."""
+
+    def __init__(self, decoder: Decoder) -> None:
+        self.decoder = decoder
+
+    def error(self, key_path: str, message: str, fix: str = "") -> None:
+        self.decoder.problem(RULE_INVALID, Severity.ERROR, key_path, message, fix)
+
+    def warning(self, key_path: str, message: str, fix: str = "") -> None:
+        self.decoder.problem(RULE_STRICT, Severity.WARNING, key_path, message, fix)
+
+    def spec(self, spec: dict[str, Any]) -> None:
+        self.version(spec)
+        self.kind(spec["kind"])
+        self.annotations("annotations", spec["annotations"])
+        self.edits("containerEdits", spec["containerEdits"])
+        self.devices(spec["devices"])
+
+    def version(self, spec: dict[str, Any]) -> None:
+        declared = spec["cdiVersion"]
+        if not declared:
+            self.error("cdiVersion", "cdiVersion is required", fix="cdiVersion: \"0.5.0\"")
+            return
+        if not is_known_version(declared):
+            self.error("cdiVersion", f"invalid version {declared!r}",
+                       fix="use a published version such as \"0.5.0\"")
+            return
+        needed = strongest_requirement(spec)
+        floor = needed.version if needed else EARLIEST_VERSION
+        if version_key(floor) > version_key(declared):
+            why = f" ({needed.reason} at {needed.key_path})" if needed else ""
+            self.error(needed.key_path if needed else "cdiVersion",
+                       f"the spec version must be at least v{floor}{why}, "
+                       f"but cdiVersion is {declared!r}", fix=f"cdiVersion: \"{floor}\"")
+
+    def kind(self, kind: str) -> None:
+        reason = names.kind_problem(kind)
+        if reason:
+            self.error("kind", reason, fix="kind: nvidia.com/gpu")
+        elif strict := names.kind_strict_problem(kind):
+            self.warning("kind", f"{strict} (SPEC.md asks it; the loader accepts it)")
+
+    def annotations(self, path: str, annotations: dict[str, str]) -> None:
+        for key in annotations:
+            reason = names.annotation_key_problem(key)
+            if reason:
+                self.error(child_path(path, key), reason)
+        size = names.annotations_size(annotations)
+        if size > names.ANNOTATIONS_SIZE_LIMIT:
+            self.error(path, f"annotations are {size} bytes, more than the "
+                       f"{names.ANNOTATIONS_SIZE_LIMIT} the loader allows")
+
+    def devices(self, devices: list[dict[str, Any]]) -> None:
+        if not devices:
+            self.error("devices", "invalid spec, no devices: at least one device is required")
+        seen: dict[str, int] = {}
+        for index, device in enumerate(devices):
+            path = f"devices[{index}]"
+            name = device["name"]
+            reason = names.device_name_problem(name)
+            if reason:
+                self.error(f"{path}.name", reason)
+            elif name in seen:
+                self.error(f"{path}.name", f"invalid spec, multiple device {name!r} (also "
+                           f"devices[{seen[name]}])", fix="give every device its own name")
+            seen.setdefault(name, index)
+            self.annotations(f"{path}.annotations", device["annotations"])
+            if _edits_empty(device["containerEdits"]):
+                self.error(f"{path}.containerEdits", "invalid device, empty device edits",
+                           fix="give the device at least one env, deviceNodes, mounts, hooks, "
+                           "additionalGids or intelRdt entry")
+            self.edits(f"{path}.containerEdits", device["containerEdits"])
+
+    def edits(self, path: str, edits: dict[str, Any]) -> None:
+        self.env(f"{path}.env", edits["env"])
+        for index, node in enumerate(edits["deviceNodes"]):
+            self.device_node(f"{path}.deviceNodes[{index}]", node)
+        for index, hook in enumerate(edits["hooks"]):
+            self.hook(f"{path}.hooks[{index}]", hook)
+        for index, mount in enumerate(edits["mounts"]):
+            self.mount(f"{path}.mounts[{index}]", mount)
+        if edits["intelRdt"] is not None:
+            self.intel_rdt(f"{path}.intelRdt", edits["intelRdt"])
+        for index, device in enumerate(edits["netDevices"]):
+            self.net_device(f"{path}.netDevices[{index}]", device)
+
+    def env(self, path: str, env: list[str]) -> None:
+        for index, entry in enumerate(env):
+            if entry.find("=") <= 0:  # "=x" is refused too: the name must not be empty
+                self.error(f"{path}[{index}]", f"invalid environment variable {entry!r}: "
+                           "expected KEY=VALUE", fix="write it as KEY=VALUE")
+
+    def device_node(self, path: str, node: dict[str, Any]) -> None:
+        if not node["path"]:
+            self.error(f"{path}.path", "invalid (empty) device path")
+        if node["type"] not in DEVICE_NODE_TYPES:
+            self.error(f"{path}.type", f"invalid device node type {node['type']!r}",
+                       fix="use b, c, u, p, or leave it out")
+        if set(node["permissions"]) - set("rwm"):
+            self.error(f"{path}.permissions", f"invalid permissions {node['permissions']!r}",
+                       fix="use only the letters r, w and m")
+
+    def hook(self, path: str, hook: dict[str, Any]) -> None:
+        if hook["hookName"] not in HOOK_NAMES:
+            self.error(f"{path}.hookName", f"invalid hook name {hook['hookName']!r}",
+                       fix="one of " + ", ".join(HOOK_NAMES))
+        if not hook["path"]:
+            self.error(f"{path}.path", "invalid hook with empty path")
+        elif not PurePosixPath(hook["path"]).is_absolute():
+            self.warning(f"{path}.path", f"hook path {hook['path']!r} is not absolute "
+                         "(SPEC.md asks it; the loader accepts it)")
+        self.env(f"{path}.env", hook["env"])
+        if hook["timeout"] is not None and hook["timeout"] <= 0:
+            self.warning(f"{path}.timeout", f"hook timeout {hook['timeout']} is not positive "
+                         "(SPEC.md asks it; the loader accepts it)")
+
+    def mount(self, path: str, mount: dict[str, Any]) -> None:
+        if not mount["hostPath"]:
+            self.error(f"{path}.hostPath", "invalid mount, empty host path")
+        if not mount["containerPath"]:
+            self.error(f"{path}.containerPath", "invalid mount, empty container path")
+
+    def intel_rdt(self, path: str, rdt: dict[str, Any]) -> None:
+        clos = rdt["closID"]
+        if len(clos) >= 4096 or clos in (".", "..") or "/" in clos or "\n" in clos:
+            self.error(f"{path}.closID", f"invalid closID {clos!r}: must be a file name")
+
+    def net_device(self, path: str, device: dict[str, Any]) -> None:
+        for key in ("hostInterfaceName", "name"):
+            value = device[key]
+            if not value:
+                self.error(f"{path}.{key}", f"invalid (empty) {key}")
+            elif len(value) > 15 or value in (".", "..") or any(
+                char in "/:" or char.isspace() for char in value
+            ):
+                self.error(f"{path}.{key}", f"invalid network interface name {value!r}")
+
+
+def _edits_empty(edits: dict[str, Any]) -> bool:
+    return not any(edits[key] for key in ("env", "deviceNodes", "hooks", "mounts",
+                                          "additionalGids", "netDevices")) and (
+        edits["intelRdt"] is None)
+
+
+def decode_spec(data: Any, *, file: str, lines: dict[str, Position] | None = None
+                ) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """The spec as the loader reads it (None when it reads nothing) and the decoding problems."""
+    decoder = Decoder(file, lines)
+    if data is None:
+        decoder.problem(RULE_INVALID, Severity.ERROR, "", "no spec data (the file is empty)")
+        return None, decoder.problems
+    if not isinstance(data, dict):
+        decoder.problem(RULE_INVALID, Severity.ERROR, "",
+                        "a spec must be a mapping with cdiVersion, kind and devices")
+        return None, decoder.problems
+    return decoder.decode(data, SPEC, ""), decoder.problems
+
+
+def validate_spec(data: Any, *, file: str, lines: dict[str, Position] | None = None
+                  ) -> list[Problem]:
+    """Every problem the loader (errors) and SPEC.md (warnings) find in parsed spec ``data``.
+
+    ``lines`` maps field paths (``devices[0].name``) to 1-based (line, column) positions, as
+    :mod:`gpuready.cdi.document` records them; problems then carry their line.
+    """
+    spec, problems = decode_spec(data, file=file, lines=lines)
+    if spec is None:
+        return problems
+    checker = _Checker(Decoder(file, lines))
+    checker.spec(spec)
+    return _in_file_order(problems + checker.decoder.problems)
+
+
+def validate_document(document: SpecDocument) -> list[Problem]:
+    """Problems of a parsed file: its parse problems, else those of its content."""
+    if document.problems and has_errors(document.problems) and document.data is None:
+        return document.problems
+    return _in_file_order(document.problems + validate_spec(
+        document.data, file=document.path, lines=document.lines))
+
+
+def validate_file(path: Path | str) -> list[Problem]:
+    """Every problem in the spec file at ``path``; raises InputError when it cannot be read."""
+    return validate_document(load_spec_file(Path(path)))
+
+
+def _in_file_order(problems: list[Problem]) -> list[Problem]:
+    return sorted(problems, key=lambda p: (p.line or 0, p.column or 0))
+
+
+@dataclass
+class SpecFile:
+    """One spec file found by a scan: its problems and, when the loader accepts it, its devices."""
+
+    path: Path
+    problems: list[Problem] = field(default_factory=list)
+    kind: str = ""
+    devices: list[str] = field(default_factory=list)
+
+    @property
+    def accepted(self) -> bool:
+        """True when the loader accepts the file on its own (conflicts aside)."""
+        return not has_errors(self.problems)
+
+
+@dataclass(frozen=True)
+class CdiDevice:
+    """A fully-qualified device (``nvidia.com/gpu=0``) and the spec file that defines it."""
+
+    name: str
+    file: Path
+
+
+@dataclass
+class Scan:
+    """What a runtime would see: every spec file, the devices it resolves, what went wrong."""
+
+    specs: list[SpecFile] = field(default_factory=list)
+    devices: dict[str, CdiDevice] = field(default_factory=dict)
+    unreadable: list[InputError] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[Problem]:
+        """Every problem of every file, file by file."""
+        return [problem for spec in self.specs for problem in spec.problems]
+
+
+def load_spec(path: Path) -> SpecFile:
+    """Validate one file and, when the loader accepts it, read its kind and device names."""
+    document = load_spec_file(path)
+    found = SpecFile(path, validate_document(document))
+    if found.accepted:
+        spec, _ = decode_spec(document.data, file=str(path))
+        found.kind = spec["kind"]
+        found.devices = [names.qualified_name(spec["kind"], d["name"]) for d in spec["devices"]]
+    return found
+
+
+def spec_files_in(directory: Path) -> tuple[list[Path], list[Problem]]:
+    """The files the CDI cache reads in ``directory`` (sorted), and notes on what it skips."""
+    files: list[Path] = []
+    notes: list[Problem] = []
+    for entry in sorted(directory.iterdir()):
+        if entry.is_dir():
+            continue  # the cache does not descend into folders
+        if entry.suffix in SPEC_SUFFIXES:
+            files.append(entry)
+        elif entry.suffix == ".yml":
+            notes.append(Problem(RULE_IGNORED, Severity.WARNING, "the CDI cache reads only "
+                                 "*.yaml and *.json files; this one is ignored", str(entry),
+                                 fix=f"rename it to {entry.with_suffix('.yaml').name}"))
+    return files, notes
+
+
+def scan(paths: Sequence[Path | str], *, missing_ok: bool = False) -> Scan:
+    """Read spec files and folders as the CDI cache does; a later path has higher priority.
+
+    A folder contributes its ``*.json`` and ``*.yaml`` files; a file stands alone. Paths that do
+    not exist are skipped with ``missing_ok`` and otherwise recorded in ``unreadable``.
+    """
+    result = Scan()
+    groups: list[list[SpecFile]] = []
+    for path in map(Path, paths):
+        group = _read_group(path, result, missing_ok=missing_ok)
+        if group is not None:
+            groups.append(group)
+            result.specs.extend(group)
+    result.devices = _resolve(groups)
+    return result
+
+
+def discover(root: Path | str = "/") -> Scan:
+    """The specs and devices a runtime on the node at ``root`` would load from the CDI dirs."""
+    return scan([under_root(root, directory) for directory in CDI_DIRS], missing_ok=True)
+
+
+def _read_group(path: Path, result: Scan, *, missing_ok: bool) -> list[SpecFile] | None:
+    try:
+        if path.is_dir():
+            files, notes = spec_files_in(path)
+        elif path.exists() or not missing_ok:
+            files, notes = [path], []
+        else:
+            return None
+    except OSError as error:
+        result.unreadable.append(InputError(path, error.strerror or str(error)))
+        return None
+    group = [SpecFile(note_path, [note]) for note, note_path in
+             ((n, Path(n.file)) for n in notes)]
+    for file in files:
+        try:
+            group.append(load_spec(file))
+        except InputError as error:
+            result.unreadable.append(error)
+    return group
+
+
+def _resolve(groups: Iterable[list[SpecFile]]) -> dict[str, CdiDevice]:
+    """Resolve devices across groups the way the CDI cache does.
+
+    A later group (folder) overrides an earlier one. The same device in two files of one group
+    is a conflict: both files get an error and the device is dropped -- and, as in the cache, it
+    stays dropped even when a later folder defines it again.
+    """
+    devices: dict[str, tuple[int, SpecFile]] = {}
+    conflicts: set[str] = set()
+    for priority, group in enumerate(groups):
+        for spec in group:
+            if not spec.accepted:
+                continue
+            for name in spec.devices:
+                previous = devices.get(name)
+                if previous and previous[0] == priority:
+                    _record_conflict(name, spec, previous[1])
+                    conflicts.add(name)
+                    continue
+                if previous:
+                    spec.problems.append(_overridden(name, previous[1], spec))
+                devices[name] = (priority, spec)
+    return {name: CdiDevice(name, spec.path) for name, (_, spec) in sorted(devices.items())
+            if name not in conflicts}
+
+
+def _record_conflict(name: str, spec: SpecFile, other: SpecFile) -> None:
+    for here, there in ((spec, other), (other, spec)):
+        here.problems.append(Problem(
+            RULE_CONFLICT, Severity.ERROR, f"conflicting device {name!r}: also defined in "
+            f"{there.path}; the runtime drops the device", str(here.path),
+            fix="define each device in one file of the folder"))
+
+
+def _overridden(name: str, earlier: SpecFile, later: SpecFile) -> Problem:
+    return Problem(RULE_OVERRIDDEN, Severity.INFO, f"device {name!r} of {earlier.path} is "
+                   f"overridden by this later folder", str(later.path))

@@ -1,0 +1,139 @@
+"""CDI spec versions and the minimum ``cdiVersion`` a spec's content needs.
+
+The validator and the generator both call :func:`minimum_version`, so a generated spec declares
+exactly the version the loader will ask of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# Every version the loader knows. 0.1.0 and 0.2.0 are known but refused: the loader's floor is
+# 0.3.0 and it reports them as "the spec version must be at least v0.3.0", not as unknown.
+KNOWN_VERSIONS = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0", "0.8.0",
+                  "1.0.0", "1.1.0")
+EARLIEST_VERSION = "0.3.0"
+LATEST_VERSION = "1.1.0"
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One reason a spec needs at least ``version``: the field that asks for it, and why."""
+
+    version: str
+    key_path: str
+    reason: str
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A sortable key for a known version (a leading ``v`` is accepted, as the loader does)."""
+    return tuple(int(part) for part in version.removeprefix("v").split("."))
+
+
+def is_known_version(version: str) -> bool:
+    """True when the loader knows ``version`` (``0.5.0`` or ``v0.5.0``)."""
+    return version.removeprefix("v") in KNOWN_VERSIONS
+
+
+def requirements(spec: dict[str, Any]) -> list[Requirement]:
+    """Every feature in ``spec`` that needs a version above the earliest, with its field path.
+
+    ``spec`` is a decoded spec (missing fields absent or empty). Device names that start with a
+    character other than a letter count from 0.5.0 on, exactly as the loader checks them.
+    """
+    found: list[Requirement] = []
+    for prefix, edits in _all_edits(spec):
+        found.extend(_edit_requirements(prefix, edits))
+    if _non_empty_map(spec.get("annotations")):
+        found.append(Requirement("0.6.0", "annotations", "spec annotations"))
+    vendor, class_ = parse_qualifier(_text(spec.get("kind")))
+    if vendor and "." in class_:
+        found.append(Requirement("0.6.0", "kind", "a '.' in the class part of kind"))
+    for index, device in enumerate(_list(spec.get("devices"))):
+        if not isinstance(device, dict):
+            continue
+        name = _text(device.get("name"))
+        if name and not is_letter(name[0]):
+            found.append(Requirement("0.5.0", f"devices[{index}].name",
+                                     "a device name that does not start with a letter"))
+        if _non_empty_map(device.get("annotations")):
+            found.append(Requirement("0.6.0", f"devices[{index}].annotations",
+                                     "device annotations"))
+    return found
+
+
+def minimum_version(spec: dict[str, Any]) -> str:
+    """The lowest ``cdiVersion`` the loader accepts for ``spec``'s content."""
+    best = EARLIEST_VERSION
+    for requirement in requirements(spec):
+        if version_key(requirement.version) > version_key(best):
+            best = requirement.version
+    return best
+
+
+def strongest_requirement(spec: dict[str, Any]) -> Requirement | None:
+    """The first requirement asking for :func:`minimum_version`, or None at the earliest."""
+    needed = minimum_version(spec)
+    return next((r for r in requirements(spec) if r.version == needed), None)
+
+
+def is_letter(char: str) -> bool:
+    """An ASCII letter: what the loader calls a letter in kinds and device names."""
+    return char.isascii() and char.isalpha()
+
+
+def parse_qualifier(kind: str) -> tuple[str, str]:
+    """Split ``vendor/class`` at the first ``/``; ``("", "")`` when either part is missing."""
+    vendor, slash, class_ = kind.partition("/")
+    if not slash or not vendor or not class_:
+        return "", ""
+    return vendor, class_
+
+
+def _edit_requirements(prefix: str, edits: dict[str, Any]) -> list[Requirement]:
+    found = []
+    for index, mount in enumerate(_list(edits.get("mounts"))):
+        if isinstance(mount, dict) and _text(mount.get("type")):
+            found.append(Requirement("0.4.0", f"{prefix}.mounts[{index}].type", "a mount type"))
+    for index, node in enumerate(_list(edits.get("deviceNodes"))):
+        if isinstance(node, dict) and _text(node.get("hostPath")):
+            found.append(Requirement("0.5.0", f"{prefix}.deviceNodes[{index}].hostPath",
+                                     "a device node hostPath"))
+    if _list(edits.get("additionalGids")):
+        found.append(Requirement("0.7.0", f"{prefix}.additionalGids", "additionalGids"))
+    rdt = edits.get("intelRdt")
+    if rdt is not None:
+        found.append(Requirement("0.7.0", f"{prefix}.intelRdt", "intelRdt"))
+        if isinstance(rdt, dict):
+            if _list(rdt.get("schemata")):
+                found.append(Requirement("1.1.0", f"{prefix}.intelRdt.schemata",
+                                         "intelRdt.schemata"))
+            if rdt.get("enableMonitoring"):
+                found.append(Requirement("1.1.0", f"{prefix}.intelRdt.enableMonitoring",
+                                         "intelRdt.enableMonitoring"))
+    if _list(edits.get("netDevices")):
+        found.append(Requirement("1.1.0", f"{prefix}.netDevices", "netDevices"))
+    return found
+
+
+def _all_edits(spec: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    edits = []
+    for index, device in enumerate(_list(spec.get("devices"))):
+        if isinstance(device, dict) and isinstance(device.get("containerEdits"), dict):
+            edits.append((f"devices[{index}].containerEdits", device["containerEdits"]))
+    if isinstance(spec.get("containerEdits"), dict):
+        edits.append(("containerEdits", spec["containerEdits"]))
+    return edits
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _non_empty_map(value: Any) -> bool:
+    return isinstance(value, dict) and bool(value)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,156 @@
+"""``gpuready cdi``: validate, generate and list Container Device Interface specs.
+
+``validate`` refuses exactly what the CDI loader refuses (and warns where SPEC.md is stricter);
+``generate`` writes an NVIDIA spec, also on a node whose GPUs are not visible yet (``--gpus N``,
+``--inventory FILE``); ``list`` prints the fully-qualified devices a runtime would see.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready.cli import common
+
+VALIDATE_EPILOG = """\
+Without PATH, reads /etc/cdi then /var/run/cdi under --root, as the CDI cache does: only *.json
+and *.yaml files directly inside, a later folder overriding an earlier one, and the same device
+in two files of one folder a conflict.
+
+exit codes: 0 every spec valid (warnings allowed), 1 a spec the loader refuses, 2 unreadable input
+"""
+
+GENERATE_EPILOG = """\
+Where the GPUs come from (first match wins):
+  --gpus N / --inventory FILE  plan the spec for a node whose GPUs are not visible (no GPU needed)
+  NVML                         when nvidia-ml-py is installed and the driver answers
+  device nodes                 /dev/nvidia<N> (and /proc/driver/nvidia) under --root
+
+Inventory file (YAML or JSON):
+  driverVersion: "550.54.15"              # optional: plan libraries instead of searching them
+  libraryDir: /usr/lib/x86_64-linux-gnu   # optional
+  libraries: [libcuda.so, libnvidia-ml.so, libnvidia-ptxjitcompiler.so]   # optional
+  binaries: [/usr/bin/nvidia-smi]         # optional
+  gpus:
+    - {index: 0, uuid: GPU-8f6c1a3e-0000-0000-0000-000000000000, minor: 0}
+
+Paths in the spec are the node's paths: --root only says where to look.
+"""
+
+
+def register(subparsers) -> None:
+    """Add ``cdi`` with its ``validate``, ``generate`` and ``list`` sub-commands."""
+    parser = common.add_command(
+        subparsers, "cdi", help="validate, generate and list CDI specs (no GPU needed)",
+        description=__doc__.split("\n\n", 1)[1])
+    actions = parser.add_subparsers(dest="cdi_command", metavar="ACTION")
+    parser.set_defaults(handler=lambda args: _usage(parser))
+    _register_validate(actions)
+    _register_generate(actions)
+    _register_list(actions)
+
+
+def _usage(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _register_validate(actions) -> None:
+    parser = common.add_command(
+        actions, "validate", help="check CDI specs as the CDI loader does",
+        description="Check CDI spec files or folders and report every problem with its file, "
+        "field path and line.", epilog=VALIDATE_EPILOG)
+    common.add_root(parser)
+    common.add_format(parser)
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders")
+    parser.set_defaults(handler=run_validate)
+
+
+def _register_generate(actions) -> None:
+    parser = common.add_command(
+        actions, "generate", help="write an NVIDIA CDI spec, with or without a GPU",
+        description="Write an NVIDIA CDI spec that the CDI loader accepts.",
+        epilog=GENERATE_EPILOG)
+    common.add_root(parser)
+    parser.add_argument("--driver-root", default="/", metavar="DIR",
+                        help="node folder the driver files live under (default: /)")
+    parser.add_argument("--output", "-o", metavar="PATH",
+                        help="node path to write, '-' for standard output "
+                        "(default: /etc/cdi/nvidia.yaml)")
+    parser.add_argument("--gpus", type=int, metavar="N", help="plan the spec for N GPUs")
+    parser.add_argument("--inventory", metavar="FILE",
+                        help="plan the spec from a file listing the node's GPUs and driver")
+    parser.add_argument("--device-name-strategy", action="append",
+                        choices=("index", "uuid", "type-index"), metavar="STRATEGY",
+                        help="index (0), uuid (GPU-...), type-index (gpu0); repeat for several "
+                        "(default: index and uuid)")
+    parser.add_argument("--hooks", action=argparse.BooleanOptionalAction, default=None,
+                        help="add the nvidia-cdi-hook hooks (default: when "
+                        "/usr/bin/nvidia-cdi-hook exists under --root)")
+    parser.add_argument("--no-nvml", action="store_true", help="do not ask NVML for the GPUs")
+    common.add_format(parser, choices=("yaml", "json"))
+    parser.set_defaults(format=None)
+    parser.add_argument("--force", action="store_true", help="replace an existing spec file")
+    common.add_dry_run(parser)
+    parser.set_defaults(handler=run_generate)
+
+
+def _register_list(actions) -> None:
+    parser = common.add_command(
+        actions, "list", help="print the fully-qualified CDI devices and their files",
+        description="Print the devices a runtime would find (nvidia.com/gpu=0), with the file "
+        "each comes from.", epilog="Without PATH, reads /etc/cdi then /var/run/cdi under --root.")
+    common.add_root(parser)
+    common.add_format(parser)
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders")
+    parser.set_defaults(handler=run_list)
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    """Validate the given paths (or the node's CDI folders) and report."""
+    from gpuready.cdi import report
+
+    found = report.scan_for(args.root, args.paths)
+    print(report.render_validation(found, fmt=args.format), end="")
+    return report.validation_exit_code(found)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    """List the devices the given paths (or the node's CDI folders) resolve to."""
+    import sys
+
+    from gpuready.cdi import report
+
+    found = report.scan_for(args.root, args.paths)
+    for line in report.scan_notes(found):
+        print(f"gpuready: {line}", file=sys.stderr)
+    print(report.render_devices(found, fmt=args.format), end="")
+    return 2 if found.unreadable else 0
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Build the spec and print it, show its diff, or write it."""
+    import sys
+
+    from gpuready import fsio
+    from gpuready.cdi import generate
+
+    options = generate.GenerateOptions(
+        strategies=tuple(args.device_name_strategy or generate.DEFAULT_STRATEGIES),
+        hooks=args.hooks, driver_root=args.driver_root)
+    request = generate.SpecRequest(args.root, output=args.output, fmt=args.format,
+                                   gpus=args.gpus, inventory_path=args.inventory,
+                                   options=options, use_nvml=not args.no_nvml)
+    result = generate.prepare(request)
+    for line in result.notes:
+        print(f"gpuready: {line}", file=sys.stderr)
+    if result.plan is None:
+        print(result.text, end="")
+        return 0
+    if args.dry_run:
+        print(result.plan.diff() or f"{result.plan.path}: {result.plan.summary}\n", end="")
+        return 0
+    generate.check_replace(result.plan, force=args.force)
+    with fsio.locked(result.plan.path):
+        changed = fsio.apply_plan(result.plan)
+    print(f"{'wrote' if changed else 'unchanged'} {result.plan.path}: {result.plan.summary}")
+    return 0

@@ -1,0 +1,132 @@
+"""Comment-keeping edits of a ``tomlkit`` document: add or update one runtime table.
+
+New tables copy the look of the runtime beside them (indentation, single or double quotes), so
+the added lines read as if the operator had written them. Nothing outside the runtime's own
+table is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import tomlkit
+from tomlkit.items import Item, String, StringType, Table
+
+from gpuready.containerd.versions import KeyPath
+
+
+@dataclass(frozen=True)
+class TableStyle:
+    """How a runtime table looks in this file."""
+
+    header_indent: str = ""
+    body_indent: str = ""
+    options_header_indent: str = ""
+    options_body_indent: str = ""
+    literal_strings: bool = False
+
+
+def ensure_table(document, path: KeyPath):
+    """The table at ``path``, creating missing tables as header-less super tables."""
+    node = document
+    for key in path:
+        if key not in node:
+            node[key] = tomlkit.table(is_super_table=True)
+        node = node[key]
+    return node
+
+
+def style_from(sibling: Any) -> TableStyle:
+    """The style of an existing runtime table (flat when there is none)."""
+    if not isinstance(sibling, Table):
+        return TableStyle()
+    options = sibling.get("options")
+    literal = _is_literal(sibling.get("runtime_type"))
+    if isinstance(options, Table):
+        return TableStyle(
+            header_indent=sibling.trivia.indent,
+            body_indent=_first_value_indent(sibling),
+            options_header_indent=options.trivia.indent,
+            options_body_indent=_first_value_indent(options),
+            literal_strings=literal,
+        )
+    body = _first_value_indent(sibling)
+    return TableStyle(sibling.trivia.indent, body, body, body + "  ", literal)
+
+
+def add_table(parent, name: str, values: Mapping[str, Any], style: TableStyle) -> None:
+    """Append ``[parent.name]`` with ``values``; a nested mapping becomes its ``options`` table."""
+    table = tomlkit.table()
+    for key, value in values.items():
+        if not isinstance(value, Mapping):
+            table.add(key, _item(value, style.body_indent, style=style))
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            table.add(tomlkit.nl())
+            child = _subtable(value, style)
+            table.add(key, child)
+            child.trivia.indent = style.options_header_indent
+    table.add(tomlkit.nl())
+    parent.add(name, table)
+    # tomlkit adds the parent's indentation to an appended table; set the wanted one afterwards.
+    table.trivia.indent = style.header_indent
+
+
+def set_values(table, values: Mapping[str, Any], style: TableStyle) -> None:
+    """Set ``values`` on an existing table, creating a missing ``options`` sub-table."""
+    for key, value in values.items():
+        if isinstance(value, Mapping):
+            if key in table and isinstance(table[key], Mapping):
+                set_values(table[key], value, _options_style(style))
+            else:
+                child = _subtable(value, style)
+                table.add(key, child)
+                child.trivia.indent = style.options_header_indent
+        elif key not in table:
+            table.add(key, _item(value, style.body_indent, style=style))
+        elif table[key] != value:
+            table[key] = _item(value, table[key].trivia.indent, style=style)
+
+
+def _subtable(values: Mapping[str, Any], style: TableStyle):
+    child = tomlkit.table()
+    for key, value in values.items():
+        child.add(key, _item(value, style.options_body_indent, style=style))
+    return child
+
+
+def _options_style(style: TableStyle) -> TableStyle:
+    return TableStyle(
+        style.options_header_indent,
+        style.options_body_indent,
+        style.options_header_indent,
+        style.options_body_indent,
+        style.literal_strings,
+    )
+
+
+def _item(value: Any, indent: str, *, style: TableStyle) -> Item:
+    if isinstance(value, Item):
+        new = value.copy() if hasattr(value, "copy") else value
+    elif isinstance(value, str) and style.literal_strings and "'" not in value:
+        new = tomlkit.string(value, literal=True)
+    else:
+        new = tomlkit.item(value)
+    new.trivia.indent = indent
+    return new
+
+
+def _first_value_indent(table: Table) -> str:
+    for _, item in table.value.body:
+        if not isinstance(item, Table) and hasattr(item, "trivia"):
+            try:
+                return item.trivia.indent
+            except RuntimeError:  # whitespace items have no trivia
+                continue
+    return table.trivia.indent + "  " if table.trivia.indent else ""
+
+
+def _is_literal(value: Any) -> bool:
+    return isinstance(value, String) and value.type in (StringType.SLL, StringType.MLL)

@@ -1,0 +1,174 @@
+"""Plan the registration of a runtime in containerd's config, keeping every byte it does not own.
+
+The new runtime starts as a copy of an existing runc-style runtime (so it inherits
+``runtime_type``, ``privileged_without_host_devices``, ``base_runtime_spec`` and the runc
+``options``, the cgroup driver above all), then gets ``options.BinaryName`` and
+``options.SystemdCgroup``. The edit is made with ``tomlkit`` on the table this file's ``version``
+reads, and the result is parsed again with ``tomllib`` before it is offered as a plan.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from gpuready.containerd import facts
+from gpuready.containerd.document import ConfigFile, load_config_text, parse_for_edit
+from gpuready.containerd.edit import add_table, ensure_table, set_values, style_from
+from gpuready.containerd.versions import ConfigVersion, KeyPath, render_key_path, spec_of
+from gpuready.errors import InputError
+from gpuready.plan import Plan
+
+RUNC_SHIM = "io.containerd.runc.v2"
+# Runtimes whose table a new runtime may start from, in order of preference (after the default).
+TEMPLATE_CANDIDATES = ("runc", "crun")
+# The keys of the template runtime that carry over; everything else is the template's own.
+INHERITED_KEYS = ("runtime_type", "privileged_without_host_devices", "base_runtime_spec")
+
+
+class CgroupMode(str, Enum):
+    """What ``--systemd-cgroup`` asks for the new runtime's ``SystemdCgroup``."""
+
+    TRUE = "true"
+    FALSE = "false"
+    INHERIT = "inherit"
+
+
+@dataclass(frozen=True)
+class RuntimeRequest:
+    """The runtime to register: its name, executable and cgroup driver."""
+
+    name: str = "nvidia"
+    binary: str = "/usr/bin/nvidia-container-runtime"
+    systemd_cgroup: CgroupMode = CgroupMode.TRUE
+
+
+def plan_registration(config: ConfigFile, request: RuntimeRequest) -> Plan:
+    """The plan that registers ``request`` in ``config`` (a no-op with a reason when it is there)."""
+    spec = spec_of(config.data, path=config.path)
+    template_name, template = _template(config.data, spec, request.name)
+    desired = desired_runtime(template, request)
+    current = facts.runtime(config.data, spec, request.name)
+    notes = cgroup_notes(config.data, spec, request, desired)
+    header = render_key_path(spec.runtime_path(request.name))
+    if current is not None and _satisfies(current, desired):
+        return Plan(config.path, config.text, config.text,
+                    f"runtime {request.name} already registered at [{header}]", notes)
+    document = parse_for_edit(config)
+    if current is None:
+        _insert_runtime(document, spec, request.name, desired)
+        summary = f"register runtime {request.name} at [{header}]"
+        if template_name:
+            summary += f" (from {template_name}'s table)"
+    else:
+        _update_runtime(document, spec, request.name, desired)
+        summary = f"update runtime {request.name} at [{header}]"
+    after = document.as_string()
+    _verify(after, config, spec, request.name, desired)
+    return Plan(config.path, config.text, after, summary, notes)
+
+
+def desired_runtime(template: Mapping[str, Any] | None, request: RuntimeRequest) -> dict[str, Any]:
+    """The runtime table to register: the template's inherited keys plus the NVIDIA binary."""
+    entry: dict[str, Any] = {}
+    for key in INHERITED_KEYS:
+        if template and key in template:
+            entry[key] = copy.deepcopy(template[key])
+    if not entry.get("runtime_type"):
+        entry["runtime_type"] = RUNC_SHIM
+    options: dict[str, Any] = {"BinaryName": request.binary}
+    options.update(
+        (key, copy.deepcopy(value))
+        for key, value in facts.runtime_options(template).items()
+        if key != "BinaryName"
+    )
+    if request.systemd_cgroup is CgroupMode.TRUE:
+        options["SystemdCgroup"] = True
+    elif request.systemd_cgroup is CgroupMode.FALSE:
+        options["SystemdCgroup"] = False
+    entry["options"] = options
+    return entry
+
+
+def cgroup_notes(
+    data: Mapping[str, Any], spec: ConfigVersion, request: RuntimeRequest, desired: Mapping
+) -> tuple[str, ...]:
+    """A warning when the new runtime would use another cgroup driver than runc on this node."""
+    runc = facts.runtime(data, spec, "runc")
+    if runc is None or request.name == "runc":
+        return ()
+    runc_systemd = facts.runtime_options(runc).get("SystemdCgroup", False) is True
+    ours = desired["options"].get("SystemdCgroup", False) is True
+    if runc_systemd == ours:
+        return ()
+    return (
+        f"cgroup driver mismatch: runtime {request.name} uses "
+        f"{_driver(ours)} but runc uses {_driver(runc_systemd)}; pods on this node would use two "
+        "drivers (match the kubelet's cgroupDriver, or pass --systemd-cgroup=inherit)",
+    )
+
+
+def _driver(systemd: bool) -> str:
+    return "systemd (SystemdCgroup = true)" if systemd else "cgroupfs (SystemdCgroup = false)"
+
+
+def _template(
+    data: Mapping[str, Any], spec: ConfigVersion, new_name: str
+) -> tuple[str | None, Mapping[str, Any] | None]:
+    """The runtime to copy: the default runtime unless it is an NVIDIA one, else runc, else crun."""
+    registered = facts.runtimes(data, spec)
+    default = facts.default_runtime_name(data, spec)
+    candidates = [default] if not default.startswith("nvidia") else []
+    candidates += [name for name in TEMPLATE_CANDIDATES if name not in candidates]
+    for name in candidates:
+        if name != new_name and name in registered:
+            return name, registered[name]
+    return None, None
+
+
+def _satisfies(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """True when the registered runtime already has every key gpuready would set."""
+    if current.get("runtime_type") != desired["runtime_type"]:
+        return False
+    options = facts.runtime_options(current)
+    wanted = desired["options"]
+    return all(options.get(key) == wanted[key] for key in ("BinaryName", "SystemdCgroup")
+               if key in wanted)
+
+
+def _verify(
+    after: str, config: ConfigFile, spec: ConfigVersion, name: str, desired: Mapping[str, Any]
+) -> None:
+    """Parse the edited text again and make sure containerd will read what was meant."""
+    edited = load_config_text(after, config.path)
+    entry = facts.runtime(edited.data, spec, name)
+    if entry is None or not _satisfies(entry, desired):
+        raise InputError(
+            config.path,
+            f"cannot register runtime {name}: the table "
+            f"[{render_key_path(spec.runtime_path(name))}] is written in a way gpuready cannot "
+            "edit safely (run 'gpuready lint' on it)",
+        )
+
+
+def _insert_runtime(document, spec: ConfigVersion, name: str, desired: Mapping) -> None:
+    runtimes = ensure_table(document, spec.runtimes_path)
+    sibling = next((runtimes[key] for key in TEMPLATE_CANDIDATES if key in runtimes), None)
+    if sibling is None:
+        sibling = next((value for value in runtimes.values() if hasattr(value, "trivia")), None)
+    add_table(runtimes, name, desired, style_from(sibling))
+
+
+def _update_runtime(document, spec: ConfigVersion, name: str, desired: Mapping) -> None:
+    runtime = ensure_table(document, spec.runtime_path(name))
+    wanted = {"runtime_type": desired["runtime_type"], "options": _owned_options(desired)}
+    set_values(runtime, wanted, style_from(runtime))
+
+
+def _owned_options(desired: Mapping) -> dict[str, Any]:
+    """The options gpuready sets on an existing runtime; the operator's other options stay."""
+    return {key: desired["options"][key] for key in ("BinaryName", "SystemdCgroup")
+            if key in desired["options"]}
