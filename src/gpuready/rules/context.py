@@ -162,11 +162,19 @@ class NodeContext:
     replaced_tables: list[tuple[FileContext, str, list[str]]] = field(default_factory=list)
     runtime_classes: list[RuntimeClassDocument] = field(default_factory=list)
     cdi_dirs: list[Path] = field(default_factory=list)
-    cdi_display: dict[Path, str] = field(default_factory=dict)
+    _cdi_scan: Any = None
 
     def display(self, path: Path) -> str:
         """How a node path is shown in problems."""
-        return self.cdi_display.get(path, str(path))
+        return str(path)
+
+    def cdi_scan(self):
+        """The CDI specs and devices a runtime would load from ``cdi_dirs`` (read once)."""
+        if self._cdi_scan is None:
+            from gpuready.cdi.validate import scan
+
+            self._cdi_scan = scan(self.cdi_dirs, missing_ok=True)
+        return self._cdi_scan
 
 
 def plain_problem(

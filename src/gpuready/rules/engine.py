@@ -23,7 +23,6 @@ from gpuready.rules.context import (
     RuntimeClassDocument,
 )
 from gpuready.rules.imports import load_imports, merge
-from gpuready.rules.node import cdi_spec_files
 from gpuready.rules.registry import REGISTRY
 
 RUNTIMECLASS_FILE = TOOLKIT_DIR / "runtimeclass.yaml"
@@ -133,7 +132,7 @@ def doctor(
     node.cdi_dirs = [under_root(root, d) for d in CDI_DIRS]
     problems += _run(Scope.NODE, node, selected)
     checked = [f.display for f in files] + sorted({d.file for d in node.runtime_classes})
-    checked += [str(p) for d in node.cdi_dirs for p in cdi_spec_files(d)]
+    checked += [str(spec.path) for spec in node.cdi_scan().specs]
     checked += [kubelet_file] if node.config and kubelet_file else []
     return Report(problems=_ordered(problems), files=checked)
 

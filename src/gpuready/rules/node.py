@@ -13,7 +13,6 @@ from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import NodeContext, RuntimeClassDocument, plain_problem
 
 NVIDIA_KIND = "nvidia.com/gpu"
-CDI_SUFFIXES = (".yaml", ".json")
 
 
 class ImportOverridesCri(Rule):
@@ -286,68 +285,6 @@ def _label_hint(value: object) -> str:
     return text[:DNS_LABEL_MAX].strip("-") or "nvidia"
 
 
-def cdi_spec_files(directory: Path) -> list[Path]:
-    """The spec files a CDI registry reads in ``directory``: ``*.yaml`` and ``*.json``, sorted."""
-    if not directory.is_dir():
-        return []
-    return sorted(p for p in directory.iterdir() if p.suffix in CDI_SUFFIXES and p.is_file())
-
-
-def _load_spec(path: Path) -> tuple[object, str | None, tuple[int, int] | None]:
-    """``(data, error, position)`` of one spec file."""
-    import yaml
-
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        return None, f"cannot read: {getattr(error, 'strerror', None) or error}", None
-    try:
-        return yaml.safe_load(text), None, None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = (mark.line + 1, mark.column + 1) if mark else None
-        return None, f"invalid YAML: {getattr(error, 'problem', None) or error}", where
-
-
-_FIELD_STEP = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
-
-
-def yaml_position(path: Path, field_path: str) -> tuple[int, int] | None:
-    """The line and column of ``field_path`` (``devices[0].name``) in a YAML file.
-
-    Walks the composed node tree as far as the path exists, so a missing field is reported at
-    the mapping it belongs in.
-    """
-    import yaml
-
-    try:
-        node = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return None
-    if node is None:
-        return None
-    for key, index in _FIELD_STEP.findall(field_path):
-        child = None
-        if key and isinstance(node, yaml.MappingNode):
-            child = next((v for k, v in node.value if k.value == key), None)
-            if child is None:
-                return _mark(node)
-            # report a key at the key itself, not at its value
-            if key == field_path.rsplit(".", 1)[-1]:
-                node = next(k for k, v in node.value if k.value == key)
-                continue
-        elif index and isinstance(node, yaml.SequenceNode) and int(index) < len(node.value):
-            child = node.value[int(index)]
-        if child is None:
-            return _mark(node)
-        node = child
-    return _mark(node)
-
-
-def _mark(node) -> tuple[int, int]:
-    return node.start_mark.line + 1, node.start_mark.column + 1
-
-
 class CdiSpecMissing(Rule):
     """No CDI spec for `nvidia.com/gpu` in the CDI directories.
 
@@ -379,13 +316,13 @@ class CdiSpecMissing(Rule):
     scope = Scope.NODE
 
     def check(self, ctx: NodeContext) -> Iterator[Problem]:
-        for directory in ctx.cdi_dirs:
-            for path in cdi_spec_files(directory):
-                data, _, _ = _load_spec(path)
-                if isinstance(data, dict) and data.get("kind") == NVIDIA_KIND:
-                    return
-                if data is None and NVIDIA_KIND in path.read_text(errors="replace"):
-                    return  # there is one, unreadable: cdi-spec-invalid says why
+        scan = ctx.cdi_scan()
+        if any(name.startswith(f"{NVIDIA_KIND}=") for name in scan.devices):
+            return
+        for spec in scan.specs:
+            # there is one, rejected: cdi-spec-invalid says why
+            if not spec.accepted and _mentions_nvidia(spec.path):
+                return
         shown = " or ".join(ctx.display(d) for d in ctx.cdi_dirs)
         yield plain_problem(
             self,
@@ -393,6 +330,13 @@ class CdiSpecMissing(Rule):
             file=ctx.display(ctx.cdi_dirs[0]) if ctx.cdi_dirs else "/etc/cdi",
             fix="write /etc/cdi/nvidia.yaml (gpuready setup)",
         )
+
+
+def _mentions_nvidia(path: Path) -> bool:
+    try:
+        return NVIDIA_KIND in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
 
 
 class CdiSpecInvalid(Rule):
@@ -437,30 +381,12 @@ class CdiSpecInvalid(Rule):
     scope = Scope.NODE
 
     def check(self, ctx: NodeContext) -> Iterator[Problem]:
-        from gpuready.rules._cdi_fallback import spec_problems
-
-        for directory in ctx.cdi_dirs:
-            for path in cdi_spec_files(directory):
-                shown = ctx.display(path)
-                data, error, where = _load_spec(path)
-                if error:
-                    yield plain_problem(
-                        self,
-                        error,
-                        file=shown,
-                        line=where[0] if where else None,
-                        column=where[1] if where else None,
-                        fix="correct the YAML syntax",
-                    )
-                    continue
-                for field_path, reason in spec_problems(data):
-                    where = yaml_position(path, field_path) if field_path else None
-                    yield plain_problem(
-                        self,
-                        reason,
-                        file=shown,
-                        key_path=field_path,
-                        line=where[0] if where else None,
-                        column=where[1] if where else None,
-                        fix=f"correct {field_path or 'the spec'}",
-                    )
+        scan = ctx.cdi_scan()
+        for problem in scan.problems:
+            if problem.rule == self.name:
+                yield problem
+        for error in scan.unreadable:
+            yield plain_problem(
+                self, f"cannot read: {error.reason}", file=error.path,
+                line=error.line, column=error.column, fix="make the spec readable and valid",
+            )
