@@ -45,6 +45,8 @@ class FixResult:
 
     text: str
     cannot: list[str] = field(default_factory=list)
+    # The text once the headers are in place: problems inside a misplaced table show only then.
+    headers_fixed: str = ""
 
 
 def _render(path: KeyPath, quote: str) -> str:
@@ -220,6 +222,7 @@ def fix_text(text: str, *, options: Options) -> FixResult:
         return result
     quote_plugin_ids(result)
     move_runtimes(result, options)
+    result.headers_fixed = result.text
     edit_values(result, options)
     return result
 
@@ -234,9 +237,15 @@ def plan_fix(path: Path, text: str, *, options: Options) -> tuple[Plan, FixResul
 
     result = fix_text(text, options=options)
     everything = frozenset(REGISTRY)
-    before = lint_file(FileContext(path, text, options=options), selected=everything)
-    after = lint_file(FileContext(path, result.text, options=options), selected=everything)
-    fixed = _fixable_counts(before) - _fixable_counts(after)
+
+    def found(version: str) -> Counter:
+        problems = lint_file(FileContext(path, version, options=options), selected=everything)
+        return _fixable_counts(problems)
+
+    before = found(text)
+    if result.headers_fixed not in ("", text):
+        before |= found(result.headers_fixed)  # what the moved tables held
+    fixed = before - found(result.text)
     summary = ", ".join(f"{rule} ×{count}" for rule, count in sorted(fixed.items()))
     plan = Plan(
         path=path,

@@ -387,6 +387,10 @@ class CdiSpecInvalid(Rule):
                 yield problem
         for error in scan.unreadable:
             yield plain_problem(
-                self, f"cannot read: {error.reason}", file=error.path,
-                line=error.line, column=error.column, fix="make the spec readable and valid",
+                self,
+                f"cannot read: {error.reason}",
+                file=error.path,
+                line=error.line,
+                column=error.column,
+                fix="make the spec readable and valid",
             )
