@@ -1,0 +1,73 @@
+"""``gpuready doctor``: check a whole node the way containerd and the kubelet will see it."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready.cli.common import add_command, add_root, add_runtime_name
+
+DESCRIPTION = """\
+Check a node: the containerd config and its imports merged as containerd merges them (1.x: a
+later plugin table replaces the earlier one whole; 2.x: tables merge key by key), the
+RuntimeClass manifests against the registered runtimes, the CDI specs in /etc/cdi and
+/var/run/cdi, and the kubelet's cgroup driver. Every path is looked up under --root.
+
+The containerd release whose rules apply comes from --containerd-version, else from
+'containerd --version', else from the config version (1, 2: 1.x; 3, 4: 2.x).
+"""
+
+EPILOG = """\
+exit codes: 0 no error-level problem, 1 at least one, 2 usage error or unreadable input.
+"""
+
+
+def register(subparsers) -> None:
+    """Add the ``doctor`` sub-command."""
+    from gpuready.cli.cmd_lint import add_rule_selection
+
+    parser = add_command(
+        subparsers,
+        "doctor",
+        help="check a whole node (config, imports, RuntimeClass, CDI)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    add_root(parser)
+    add_runtime_name(parser)
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="the main containerd config (default: /etc/containerd/config.toml under --root)",
+    )
+    parser.add_argument(
+        "--runtimeclass",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a RuntimeClass manifest to check (repeatable; default: "
+        "/root/toolkit/runtimeclass.yaml under --root when present)",
+    )
+    add_rule_selection(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Check the node; return the exit code."""
+    from pathlib import Path
+
+    from gpuready.errors import ExitCode
+    from gpuready.reporting import render
+    from gpuready.rules import selection
+    from gpuready.rules.context import Options
+    from gpuready.rules.engine import doctor
+
+    selected = selection(select=args.select, ignore=args.ignore)
+    report = doctor(
+        options=Options(runtime_name=args.runtime_name, root=Path(args.root)),
+        selected=selected,
+        config_path=Path(args.config) if args.config else None,
+        runtimeclass_paths=[Path(p) for p in args.runtimeclass],
+        containerd_version=args.containerd_version,
+    )
+    print(render(args.format, report.problems, files=report.files, command="doctor"), end="")
+    return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK

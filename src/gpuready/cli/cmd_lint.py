@@ -1,0 +1,102 @@
+"""``gpuready lint``: check containerd config files on their own, and repair what is certain."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready.cli.common import add_command, add_dry_run, add_root, add_runtime_name
+
+DESCRIPTION = """\
+Check containerd config files for every way a GPU runtime registration silently fails: wrong
+version paths, unquoted plugin IDs, booleans written as strings, options outside their table,
+unknown runc options, and more. Each file is checked on its own (imports are not followed;
+'gpuready doctor' checks a whole node).
+
+With --fix, repairs what can be repaired without guessing (bool-as-string, option-outside-options,
+unquoted-plugin-key, wrong-version-path, runtime-type-missing), keeping every comment, shows the
+diff, and lints the result again.
+"""
+
+EPILOG = """\
+exit codes: 0 no error-level problem, 1 at least one, 2 usage error or unreadable file.
+Run 'gpuready rules' for the rule list and 'gpuready rules NAME' for one rule's explanation.
+"""
+
+
+def add_rule_selection(parser: argparse.ArgumentParser) -> None:
+    """``--select``/``--ignore``, ``--format`` and ``--containerd-version``, shared with doctor."""
+    parser.add_argument(
+        "--select",
+        action="append",
+        metavar="RULES",
+        help="run only these rules (comma-separated, repeatable)",
+    )
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        metavar="RULES",
+        help="do not run these rules (comma-separated, repeatable)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "sarif"),
+        default="text",
+        help="output format (default: text)",
+    )
+    parser.add_argument(
+        "--containerd-version",
+        metavar="X.Y",
+        help="read the config as this containerd release does (default: from the config version)",
+    )
+
+
+def register(subparsers) -> None:
+    """Add the ``lint`` sub-command."""
+    parser = add_command(
+        subparsers,
+        "lint",
+        help="check containerd config files",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    parser.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="config files (default: /etc/containerd/config.toml under --root)",
+    )
+    add_root(parser)
+    add_runtime_name(parser)
+    add_rule_selection(parser)
+    parser.add_argument(
+        "--fix", action="store_true", help="repair what can be repaired without guessing"
+    )
+    add_dry_run(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Lint (and with --fix repair) the files; return the exit code."""
+    from pathlib import Path
+
+    from gpuready.errors import ExitCode, UsageError
+    from gpuready.paths import CONTAINERD_CONFIG, under_root
+    from gpuready.reporting import render
+    from gpuready.rules import selection
+    from gpuready.rules.context import Options
+    from gpuready.rules.engine import lint_paths
+
+    selected = selection(select=args.select, ignore=args.ignore)
+    options = Options(runtime_name=args.runtime_name, root=Path(args.root))
+    paths = [Path(f) for f in args.files] or [under_root(args.root, CONTAINERD_CONFIG)]
+    if args.dry_run and not args.fix:
+        raise UsageError("--dry-run goes with --fix")
+    if args.fix:
+        from gpuready.rules.fix import fix_paths
+
+        print(fix_paths(paths, options=options, dry_run=args.dry_run), end="")
+    report = lint_paths(
+        paths, options=options, selected=selected, containerd_version=args.containerd_version
+    )
+    print(render(args.format, report.problems, files=report.files, command="lint"), end="")
+    return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK

@@ -1,0 +1,39 @@
+"""``gpuready rules``: list the rules, explain one, or print the rule reference as Markdown."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready.cli.common import add_command
+
+DESCRIPTION = """\
+List every rule of 'gpuready lint' and 'gpuready doctor' with its default severity, or explain
+one rule: what it finds, why that breaks GPU pods, an example, and the fix.
+"""
+
+
+def register(subparsers) -> None:
+    """Add the ``rules`` sub-command."""
+    parser = add_command(
+        subparsers, "rules", help="list or explain the rules", description=DESCRIPTION
+    )
+    parser.add_argument("name", nargs="?", metavar="NAME", help="the rule to explain")
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the whole rule reference as Markdown (this is docs/rules.md)",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the list, one rule, or the Markdown reference."""
+    from gpuready.rules import docs
+
+    if args.markdown:
+        print(docs.markdown(), end="")
+    elif args.name:
+        print(docs.explain(args.name), end="")
+    else:
+        print(docs.listing(), end="")
+    return 0

@@ -1,0 +1,201 @@
+"""What rules look at: one file, the configuration containerd uses, or the whole node.
+
+Contexts parse once and locate lazily: a file's positions are computed only when a problem
+needs one, so a clean file costs a ``tomllib`` parse and a few dictionary look-ups.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuready.containerd import facts
+from gpuready.containerd.document import toml_error
+from gpuready.containerd.semantics import Semantics
+from gpuready.containerd.versions import VERSIONS, ConfigVersion, KeyPath, render_key_path
+from gpuready.errors import InputError
+from gpuready.problems import Problem, Severity
+from gpuready.rules.locate import Locator, Position
+
+
+@dataclass(frozen=True)
+class Options:
+    """What the user asked to check against."""
+
+    runtime_name: str = "nvidia"
+    root: Path = Path("/")
+
+
+class FileContext:
+    """One containerd config file as written: text, ``tomllib`` data (or the syntax error)."""
+
+    def __init__(self, path: Path, text: str, *, options: Options, display: str | None = None):
+        self.path = path
+        self.display = display or str(path)
+        self.text = text
+        self.options = options
+        self.semantics: Semantics | None = None
+        self.syntax_error: InputError | None = None
+        self.data: dict[str, Any] | None = None
+        self._locator: Locator | None = None
+        try:
+            self.data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            self.syntax_error = toml_error(str(error), text, self.display)
+
+    @property
+    def has_version(self) -> bool:
+        """True when the file has a top-level ``version`` key."""
+        return self.data is not None and "version" in self.data
+
+    @property
+    def version(self) -> int | None:
+        """The file's config version as containerd reads it (1 when absent), None when invalid."""
+        if self.data is None:
+            return None
+        value = self.data.get("version", 1)
+        if isinstance(value, bool) or not isinstance(value, int):
+            return None
+        return value
+
+    @property
+    def spec(self) -> ConfigVersion | None:
+        """The version table entry, or None when the version is not one containerd has."""
+        version = self.version
+        return VERSIONS.get(version) if version is not None else None
+
+    @property
+    def locator(self) -> Locator:
+        """The positions of this file's keys, computed on first use."""
+        if self._locator is None:
+            self._locator = Locator(self.text)
+        return self._locator
+
+    def position(self, key_path: KeyPath) -> Position | None:
+        """Where ``key_path`` is (or belongs) in this file."""
+        return self.locator.locate(key_path) if key_path else None
+
+    def report(
+        self,
+        rule: Any,
+        message: str,
+        key_path: KeyPath = (),
+        *,
+        fix: str = "",
+        severity: Severity | None = None,
+        position: Position | None = None,
+    ) -> Problem:
+        """A problem of ``rule`` in this file at ``key_path`` (or an explicit position)."""
+        where = position or self.position(key_path)
+        return Problem(
+            rule=rule.name,
+            severity=severity or rule.severity,
+            message=message,
+            file=self.display,
+            key_path=render_key_path(tuple(key_path)) if key_path else "",
+            line=where[0] if where else None,
+            column=where[1] if where else None,
+            fix=fix,
+        )
+
+
+@dataclass
+class ConfigContext:
+    """The configuration containerd uses: one file's data, or the main file and its imports merged.
+
+    ``files`` are in load order (main first); a problem about a key is reported in the last file
+    that sets it, since that is the one whose value wins.
+    """
+
+    data: dict[str, Any]
+    spec: ConfigVersion
+    semantics: Semantics
+    options: Options
+    files: list[FileContext]
+    kubelet_cgroup_driver: str | None = None
+    kubelet_file: str | None = None
+
+    @property
+    def main(self) -> FileContext:
+        """The file containerd was started with."""
+        return self.files[0]
+
+    def origin(self, key_path: KeyPath) -> FileContext:
+        """The file whose value for ``key_path`` wins (else the nearest one that has its table)."""
+        for cut in range(len(key_path), 0, -1):
+            for file in reversed(self.files):
+                if file.data is not None and facts.lookup(file.data, key_path[:cut]) is not None:
+                    return file
+        return self.main
+
+    def report(self, rule: Any, message: str, key_path: KeyPath = (), **details: Any) -> Problem:
+        """A problem of ``rule`` at ``key_path``, placed in the file that set it."""
+        return self.origin(tuple(key_path)).report(rule, message, key_path, **details)
+
+    def runtimes(self) -> dict[str, Mapping[str, Any]]:
+        """The runtime handlers registered in the table containerd reads."""
+        return facts.runtimes(self.data, self.spec)
+
+
+@dataclass
+class RuntimeClassDocument:
+    """One RuntimeClass as read, with the text of its file (to find the ``handler:`` line)."""
+
+    name: object
+    handler: object
+    file: str
+    line: int
+    text: str
+
+
+@dataclass
+class NodeContext:
+    """Everything ``doctor`` gathered from a node besides the merged config."""
+
+    options: Options
+    config: ConfigContext | None
+    files: list[FileContext]
+    missing_imports: list[tuple[FileContext, str]] = field(default_factory=list)
+    replaced_tables: list[tuple[FileContext, str, list[str]]] = field(default_factory=list)
+    runtime_classes: list[RuntimeClassDocument] = field(default_factory=list)
+    cdi_dirs: list[Path] = field(default_factory=list)
+    _cdi_scan: Any = None
+
+    def display(self, path: Path) -> str:
+        """How a node path is shown in problems."""
+        return str(path)
+
+    def cdi_scan(self):
+        """The CDI specs and devices a runtime would load from ``cdi_dirs`` (read once)."""
+        if self._cdi_scan is None:
+            from gpuready.cdi.validate import scan
+
+            self._cdi_scan = scan(self.cdi_dirs, missing_ok=True)
+        return self._cdi_scan
+
+
+def plain_problem(
+    rule: Any,
+    message: str,
+    *,
+    file: str,
+    line: int | None = None,
+    column: int | None = None,
+    key_path: str = "",
+    fix: str = "",
+    severity: Severity | None = None,
+) -> Problem:
+    """A problem in a file that is not a containerd config (a manifest, a CDI spec, a folder)."""
+    return Problem(
+        rule=rule.name,
+        severity=severity or rule.severity,
+        message=message,
+        file=file,
+        key_path=key_path,
+        line=line,
+        column=column,
+        fix=fix,
+    )

@@ -1,0 +1,177 @@
+"""Run the rules: ``lint`` on config files alone, ``doctor`` on a whole node.
+
+Loader, checker and reporter are separate: this module loads and checks and returns a
+:class:`Report`; reporters in :mod:`gpuready.reporting` render it; only the CLI prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuready.containerd.document import read_text
+from gpuready.containerd.semantics import Semantics, choose
+from gpuready.paths import CDI_DIRS, CONTAINERD_CONFIG, KUBELET_CONFIG, TOOLKIT_DIR, under_root
+from gpuready.problems import Problem, has_errors
+from gpuready.rules.base import Scope
+from gpuready.rules.context import (
+    ConfigContext,
+    FileContext,
+    NodeContext,
+    Options,
+    RuntimeClassDocument,
+)
+from gpuready.rules.imports import load_imports, merge
+from gpuready.rules.registry import REGISTRY
+
+RUNTIMECLASS_FILE = TOOLKIT_DIR / "runtimeclass.yaml"
+
+
+@dataclass
+class Report:
+    """What a run found, and which files it read."""
+
+    problems: list[Problem] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """True when at least one problem is an error."""
+        return has_errors(self.problems)
+
+
+def _run(scope: Scope, ctx: object, selected: frozenset[str]) -> list[Problem]:
+    found: list[Problem] = []
+    for name, rule in REGISTRY.items():
+        if rule.scope is scope and name in selected:
+            found.extend(rule.check(ctx))
+    return found
+
+
+def _ordered(problems: Iterable[Problem]) -> list[Problem]:
+    """Problems by file (in reading order) and position, each reported once."""
+    unique = list(dict.fromkeys(problems))
+    order = {name: index for index, name in enumerate(dict.fromkeys(p.file for p in unique))}
+    return sorted(unique, key=lambda p: (order[p.file], p.line or 0, p.column or 0))
+
+
+def lint_file(
+    file: FileContext, *, selected: frozenset[str], semantics: Semantics | None = None
+) -> list[Problem]:
+    """Every problem of one config file checked on its own."""
+    file.semantics = semantics or choose(
+        flag=None, probe=False, config_version=file.data.get("version") if file.data else None
+    )
+    problems = _run(Scope.FILE, file, selected)
+    if file.data is not None and file.spec is not None:
+        config = ConfigContext(file.data, file.spec, file.semantics, file.options, [file])
+        problems += _run(Scope.CONFIG, config, selected)
+    return _ordered(problems)
+
+
+def lint_paths(
+    paths: Sequence[Path],
+    *,
+    options: Options,
+    selected: frozenset[str],
+    containerd_version: str | None = None,
+) -> Report:
+    """Lint each file alone; a missing or unreadable file raises InputError (exit 2)."""
+    semantics = (
+        choose(flag=containerd_version, probe=False, config_version=None)
+        if containerd_version
+        else None
+    )
+    report = Report()
+    for path in paths:
+        file = FileContext(path, read_text(path), options=options)
+        report.files.append(file.display)
+        report.problems += lint_file(file, selected=selected, semantics=semantics)
+    return report
+
+
+def doctor(
+    *,
+    options: Options,
+    selected: frozenset[str],
+    config_path: Path | None = None,
+    runtimeclass_paths: Sequence[Path] = (),
+    containerd_version: str | None = None,
+) -> Report:
+    """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet."""
+    root = options.root
+    main_path = config_path or under_root(root, CONTAINERD_CONFIG)
+    main = FileContext(main_path, read_text(main_path), options=options)
+    semantics = choose(
+        flag=containerd_version,
+        probe=True,
+        config_version=main.data.get("version") if main.data else None,
+    )
+    files, missing = load_imports(main, options=options) if main.data else ([main], [])
+    problems: list[Problem] = []
+    for file in files:
+        file.semantics = semantics
+        problems += _run(Scope.FILE, file, selected)
+    node = NodeContext(options=options, config=None, files=files, missing_imports=missing)
+    kubelet_file = None
+    if all(f.data is not None for f in files) and main.spec is not None:
+        data, node.replaced_tables = merge(files, major=semantics.major)
+        driver, kubelet_file = _kubelet_cgroup_driver(root)
+        node.config = ConfigContext(
+            data,
+            main.spec,
+            semantics,
+            options,
+            files,
+            kubelet_cgroup_driver=driver,
+            kubelet_file=kubelet_file,
+        )
+        problems += _run(Scope.CONFIG, node.config, selected)
+    node.runtime_classes = _runtime_classes(root, runtimeclass_paths)
+    node.cdi_dirs = [under_root(root, d) for d in CDI_DIRS]
+    problems += _run(Scope.NODE, node, selected)
+    checked = [f.display for f in files] + sorted({d.file for d in node.runtime_classes})
+    checked += [str(spec.path) for spec in node.cdi_scan().specs]
+    checked += [kubelet_file] if node.config and kubelet_file else []
+    return Report(problems=_ordered(problems), files=checked)
+
+
+def _kubelet_cgroup_driver(root: Path) -> tuple[str | None, str | None]:
+    """The kubelet's ``cgroupDriver`` (its default, cgroupfs, when unset), if its config exists."""
+    path = under_root(root, KUBELET_CONFIG)
+    if not path.is_file():
+        return None, None
+    import yaml
+
+    from gpuready.errors import InputError
+
+    try:
+        data = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        raise InputError(
+            path,
+            f"invalid YAML: {getattr(error, 'problem', None) or error}",
+            line=mark.line + 1 if mark else None,
+            column=mark.column + 1 if mark else None,
+        ) from None
+    driver = data.get("cgroupDriver", "cgroupfs") if isinstance(data, dict) else None
+    return (driver if isinstance(driver, str) else None), str(path)
+
+
+def _runtime_classes(root: Path, paths: Sequence[Path]) -> list[RuntimeClassDocument]:
+    """The RuntimeClasses of the given manifests (default: the toolkit's, when present)."""
+    from gpuready.kubernetes.runtimeclass import parse
+
+    if not paths:
+        default = under_root(root, RUNTIMECLASS_FILE)
+        paths = [default] if default.is_file() else []
+    documents = []
+    for path in paths:
+        text = read_text(path)
+        for found in parse(text, path):
+            documents.append(
+                RuntimeClassDocument(found.name, found.handler, found.file, found.line, text)
+            )
+    return documents

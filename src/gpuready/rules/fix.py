@@ -1,0 +1,280 @@
+"""``lint --fix``: repair what can be repaired without guessing, keeping every comment.
+
+Two kinds of edit, each the smallest that does the job:
+
+- Table headers are rewritten in place (unquoted-plugin-key: quote the plugin ID;
+  wrong-version-path: give a runtime's headers this version's path). TOML lets a table be
+  defined anywhere in the file, so renaming the header moves the table; the line, its comment
+  and the table's body stay as they were. (tomlkit cannot rename a header path without
+  re-rendering, and merging, the tables around it.)
+- Values are edited with tomlkit (bool-as-string, option-outside-options,
+  runtime-type-missing), which keeps comments and layout.
+
+Every step is checked by parsing the result with ``tomllib``; a step whose result would not
+parse (a table defined twice) is left undone and reported. The change is a
+:class:`gpuready.plan.Plan` applied by :func:`gpuready.fsio.apply_plan` under the file's lock.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuready.containerd import facts
+from gpuready.containerd.runc_options import RECOMMENDED_RUNTIME_TYPE, bool_text
+from gpuready.containerd.versions import KeyPath, render_key_path
+from gpuready.plan import Plan
+from gpuready.problems import Problem
+from gpuready.rules.context import FileContext, Options
+from gpuready.rules.locate import Header, Locator
+from gpuready.rules.options import bool_strings as find_bool_strings
+from gpuready.rules.options import misplaced_options
+from gpuready.rules.placement import misplaced, unquoted_plugin_id
+from gpuready.rules.registry import REGISTRY
+
+FIXABLE = frozenset(name for name, rule in REGISTRY.items() if rule.fixable)
+
+
+@dataclass
+class FixResult:
+    """The repaired text, and what could not be repaired and why."""
+
+    text: str
+    cannot: list[str] = field(default_factory=list)
+    # The text once the headers are in place: problems inside a misplaced table show only then.
+    headers_fixed: str = ""
+
+
+def _render(path: KeyPath, quote: str) -> str:
+    rendered = render_key_path(path)
+    return rendered.replace('"', "'") if quote == "'" else rendered
+
+
+def rewrite_headers(text: str, rename: Callable[[Header], KeyPath | None]) -> str:
+    """``text`` with each header that ``rename`` maps to a new path rewritten in place."""
+    lines = text.splitlines(keepends=True)
+    for header in Locator(text).headers:
+        new_path = rename(header)
+        if new_path is None:
+            continue
+        line = lines[header.line - 1]
+        rendered = _render(new_path, header.quote)
+        lines[header.line - 1] = line[: header.start] + rendered + line[header.end :]
+    return "".join(lines)
+
+
+def _parses(text: str) -> dict[str, Any] | None:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+
+
+def quote_plugin_ids(result: FixResult) -> None:
+    """unquoted-plugin-key: ``[plugins.io.containerd.grpc.v1.cri.x]`` -> ``[plugins."…cri".x]``."""
+
+    def rename(header: Header) -> KeyPath | None:
+        found = unquoted_plugin_id(header.path)
+        if not found:
+            return None
+        plugin, span = found
+        return ("plugins", plugin, *header.path[span + 1 :])
+
+    _apply_header_step(result, rename, "quote the plugin IDs")
+
+
+def move_runtimes(result: FixResult, options: Options) -> None:
+    """wrong-version-path: give each misplaced runtime's headers this version's path."""
+    file = FileContext(Path("<fix>"), result.text, options=options)
+    if file.data is None or file.spec is None or not file.has_version:
+        return
+    moves: dict[KeyPath, KeyPath] = {}
+    for found in misplaced(file.data, file.spec):
+        if found.runtime is None:
+            result.cannot.append(
+                f"wrong-version-path: settings under [{render_key_path(found.path)}] need a "
+                "person to decide where they belong"
+            )
+            continue
+        target = file.spec.runtime_path(found.runtime)
+        if facts.lookup(file.data, target) is not None:
+            result.cannot.append(
+                f"wrong-version-path: runtime {found.runtime!r} is also at "
+                f"[{render_key_path(target)}]; keep one of the two by hand"
+            )
+            continue
+        if not file.locator.headers_under(found.path):
+            result.cannot.append(
+                f"wrong-version-path: runtime {found.runtime!r} is not written as a table "
+                "header; move it by hand"
+            )
+            continue
+        moves[found.path] = target
+
+    def rename(header: Header) -> KeyPath | None:
+        for source, target in moves.items():
+            if header.path[: len(source)] == source:
+                return (*target, *header.path[len(source) :])
+        return None
+
+    if moves:
+        _apply_header_step(result, rename, "move the runtimes")
+
+
+def _apply_header_step(result: FixResult, rename, what: str) -> None:
+    candidate = rewrite_headers(result.text, rename)
+    if candidate == result.text:
+        return
+    if _parses(candidate) is None:
+        result.cannot.append(f"cannot {what}: the result would define a table twice")
+        return
+    result.text = candidate
+
+
+def _node(doc: Any, path: KeyPath) -> Any:
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
+def _key_indent(table: Any) -> str | None:
+    """The indentation of the first plain key of a tomlkit table (None when it has none)."""
+    body = getattr(getattr(table, "value", None), "body", [])
+    for key, item in body:
+        if key is not None and not isinstance(item, dict) and hasattr(item, "trivia"):
+            return item.trivia.indent
+    return None
+
+
+def _set(doc: Any, path: KeyPath, value: Any, *, like: Any = None) -> None:
+    """Set ``path`` to ``value``, creating tables; a new key or table is indented like its
+    siblings (containerd's default style), and ``like``'s comment is kept."""
+    import tomlkit
+
+    parent = doc
+    for key in path[:-1]:
+        if key not in parent:
+            table = tomlkit.table()
+            table.trivia.indent = _key_indent(parent) or ""
+            parent.add(key, table)
+        parent = parent[key]
+    key = path[-1]
+    if key in parent:
+        parent[key] = value
+        return
+    item = tomlkit.item(value)
+    indent = _key_indent(parent)
+    if indent is None:
+        indent = getattr(getattr(parent, "trivia", None), "indent", "") + "  "
+    if like is not None and getattr(like, "trivia", None) and like.trivia.comment:
+        item.trivia.comment_ws = like.trivia.comment_ws
+        item.trivia.comment = like.trivia.comment
+    parent.add(key, item)
+    # tomlkit indents an added item by its table's indentation; set the final one afterwards
+    item.trivia.indent = indent
+
+
+def edit_values(result: FixResult, options: Options) -> None:
+    """bool-as-string, option-outside-options and runtime-type-missing, with tomlkit."""
+    import tomlkit
+
+    file = FileContext(Path("<fix>"), result.text, options=options)
+    if file.data is None or file.spec is None:
+        return
+    major = 2 if (file.version or 1) >= 3 else 1
+    doc = tomlkit.parse(result.text)
+    data = file.data
+    for move in misplaced_options(data, file.spec, major=major):
+        existing = facts.lookup(data, move.target)
+        if existing is not None and move.source != move.target and existing != move.value:
+            result.cannot.append(
+                f"option-outside-options: {move.target[-1]} is set both at "
+                f"{render_key_path(move.source)} and in options, to different values; "
+                "keep one by hand"
+            )
+            continue
+        source_table = _node(doc, move.source[:-1])
+        original = source_table.value.item(move.source[-1])
+        del source_table[move.source[-1]]
+        _set(doc, move.target, move.value, like=original)
+    data = tomllib.loads(doc.as_string())
+    for path in find_bool_strings(data, file.spec, major=major):
+        _set(doc, path, bool_text(facts.lookup(data, path)))
+    for name, entry in facts.runtimes(data, file.spec).items():
+        if not entry.get("runtime_type"):
+            _set(doc, (*file.spec.runtime_path(name), "runtime_type"), RECOMMENDED_RUNTIME_TYPE)
+    candidate = doc.as_string()
+    if _parses(candidate) is None:
+        result.cannot.append("cannot edit the values: the result would not parse")
+        return
+    result.text = candidate
+
+
+def fix_text(text: str, *, options: Options) -> FixResult:
+    """The repaired text of one config file (unchanged when nothing is certain to fix)."""
+    result = FixResult(text)
+    if _parses(text) is None:
+        result.cannot.append("toml-syntax: the file is not valid TOML; correct it by hand first")
+        return result
+    quote_plugin_ids(result)
+    move_runtimes(result, options)
+    result.headers_fixed = result.text
+    edit_values(result, options)
+    return result
+
+
+def _fixable_counts(problems: Sequence[Problem]) -> Counter:
+    return Counter(p.rule for p in problems if p.rule in FIXABLE)
+
+
+def plan_fix(path: Path, text: str, *, options: Options) -> tuple[Plan, FixResult]:
+    """The plan for one file: its text now and repaired, with a summary of what changes."""
+    from gpuready.rules.engine import lint_file
+
+    result = fix_text(text, options=options)
+    everything = frozenset(REGISTRY)
+
+    def found(version: str) -> Counter:
+        problems = lint_file(FileContext(path, version, options=options), selected=everything)
+        return _fixable_counts(problems)
+
+    before = found(text)
+    if result.headers_fixed not in ("", text):
+        before |= found(result.headers_fixed)  # what the moved tables held
+    fixed = before - found(result.text)
+    summary = ", ".join(f"{rule} ×{count}" for rule, count in sorted(fixed.items()))
+    plan = Plan(
+        path=path,
+        before=text,
+        after=result.text,
+        summary=f"fixes {summary}" if summary else "nothing to fix without guessing",
+        notes=tuple(result.cannot),
+    )
+    return plan, result
+
+
+def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool) -> str:
+    """Repair each file under its lock (re-reading it there); return the diffs and notes."""
+    from gpuready import fsio
+    from gpuready.containerd.document import read_text
+
+    out: list[str] = []
+    for path in paths:
+        read_text(path)  # a missing file is exit 2 before any lock file is created
+        with fsio.locked(path):
+            text = read_text(path)
+            plan, _ = plan_fix(path, text, options=options)
+            if plan.changes and not dry_run:
+                fsio.apply_plan(plan)
+        out.append(plan.diff())
+        verb = "would fix" if dry_run else "fixed"
+        out.append(
+            f"{path}: {verb if plan.changes else 'nothing fixed'}"
+            f"{': ' + plan.summary.removeprefix('fixes ') if plan.changes else ''}\n"
+        )
+        out.extend(f"{path}: cannot fix: {note}\n" for note in plan.notes)
+    return "".join(out)

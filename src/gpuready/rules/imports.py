@@ -1,0 +1,120 @@
+"""containerd's ``imports``: which files it reads, in which order, and how it merges them.
+
+- Relative entries resolve against the importing file's folder; absolute ones under ``--root``.
+- Entries with ``*``, ``?`` or ``[`` are globs, expanded sorted; nested imports are followed,
+  each file once, depth first (containerd loads an import with its own imports, then merges).
+- 1.x: each top-level plugin table of a later file replaces the earlier one whole
+  (containerd#5837, #7982). 2.x: plugin tables merge key by key, arrays are replaced.
+- Both: ``disabled_plugins``, ``required_plugins`` and ``imports`` are appended.
+"""
+
+from __future__ import annotations
+
+import copy
+import glob
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from gpuready.containerd import facts
+from gpuready.containerd.document import read_text
+from gpuready.paths import under_root
+from gpuready.rules.context import FileContext, Options
+from gpuready.rules.placement import CRI_TABLES
+
+APPENDED_KEYS = ("disabled_plugins", "required_plugins", "imports")
+_GLOB_CHARS = ("*", "?", "[")
+
+
+def resolve(entry: str, importer: Path, *, root: Path) -> list[Path] | None:
+    """The files an ``imports`` entry names; None for a plain path that does not exist."""
+    pattern = under_root(root, entry) if entry.startswith("/") else importer.parent / entry
+    if any(char in entry for char in _GLOB_CHARS):
+        return [Path(p) for p in sorted(glob.glob(str(pattern))) if Path(p).is_file()]
+    return [pattern] if pattern.is_file() else None
+
+
+def load_imports(
+    main: FileContext, *, options: Options
+) -> tuple[list[FileContext], list[tuple[FileContext, str]]]:
+    """Every file containerd reads, main first, and the import entries that name no file."""
+    files: list[FileContext] = []
+    missing: list[tuple[FileContext, str]] = []
+    seen: set[Path] = set()
+
+    def visit(file: FileContext) -> None:
+        seen.add(file.path.resolve())
+        files.append(file)
+        if file.data is None:
+            return
+        for entry in facts.imports(file.data):
+            found = resolve(entry, file.path, root=options.root)
+            if found is None:
+                missing.append((file, entry))
+                continue
+            for path in found:
+                if path.resolve() not in seen:
+                    visit(FileContext(path, read_text(path), options=options))
+
+    visit(main)
+    return files, missing
+
+
+def merge(
+    files: list[FileContext], *, major: int
+) -> tuple[dict[str, Any], list[tuple[FileContext, str, list[str]]]]:
+    """The merged data containerd uses, and (1.x) the CRI tables an import replaced with loss."""
+    result: dict[str, Any] = copy.deepcopy(files[0].data)
+    replaced: list[tuple[FileContext, str, list[str]]] = []
+    for file in files[1:]:
+        for key, value in file.data.items():
+            if key == "version":
+                continue
+            if key == "plugins" and isinstance(value, Mapping):
+                plugins = result.setdefault("plugins", {})
+                for plugin, table in value.items():
+                    if major == 1 or not isinstance(plugins.get(plugin), dict):
+                        lost = _lost(plugins.get(plugin), table)
+                        if lost and plugin in CRI_TABLES:
+                            replaced.append((file, plugin, lost))
+                        plugins[plugin] = copy.deepcopy(table)
+                    else:
+                        _deep_merge(plugins[plugin], table)
+            elif key in APPENDED_KEYS and isinstance(value, list):
+                result[key] = [*result.get(key, []), *value]
+            elif isinstance(value, Mapping) and isinstance(result.get(key), dict):
+                _deep_merge(result[key], value)
+            else:
+                result[key] = copy.deepcopy(value)
+    return result, replaced
+
+
+def _deep_merge(target: dict[str, Any], source: Mapping[str, Any]) -> None:
+    for key, value in source.items():
+        if isinstance(value, Mapping) and isinstance(target.get(key), dict):
+            _deep_merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def _lost(old: Any, new: Any) -> list[str]:
+    """The settings of ``old`` that ``new`` does not have, runtimes named as ``runtimes.X``."""
+    if not isinstance(old, Mapping):
+        return []
+    new = new if isinstance(new, Mapping) else {}
+    shown: dict[str, None] = {}
+    for path in _leaves(old):
+        if facts.lookup(new, path) is None:
+            if path[:2] == ("containerd", "runtimes") and len(path) > 2:
+                shown[f"runtimes.{path[2]}"] = None
+            else:
+                shown[".".join(path)] = None
+    return list(shown)
+
+
+def _leaves(table: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    for key, value in table.items():
+        if isinstance(value, Mapping) and value:
+            yield from _leaves(value, (*prefix, key))
+        else:
+            yield (*prefix, key)

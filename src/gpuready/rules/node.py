@@ -1,0 +1,396 @@
+"""Rules about the node around the config: imports, RuntimeClasses, CDI specs (doctor only)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from gpuready.containerd.versions import render_key_path
+from gpuready.kubernetes.runtimeclass import DNS_LABEL_MAX, is_dns_label
+from gpuready.problems import Problem, Severity
+from gpuready.rules.base import Rule, Scope
+from gpuready.rules.context import NodeContext, RuntimeClassDocument, plain_problem
+
+NVIDIA_KIND = "nvidia.com/gpu"
+
+
+class ImportOverridesCri(Rule):
+    """(containerd 1.x) An imported file redefines the CRI plugin table and replaces it whole.
+
+    ## What it does
+    Under containerd 1.x semantics, reports an imported file that defines a CRI plugin table
+    the main file (or an earlier import) also defines, when that drops settings of the earlier
+    file; the message lists what is lost.
+
+    ## Why is this bad?
+    containerd 1.x merges imports one top-level plugin table at a time: the later table
+    replaces the earlier one whole (containerd#5837). A drop-in that only adds
+    `runtimes.nvidia` wipes `runtimes.runc`, `default_runtime_name` and the registry settings
+    of the main file (gpu-operator#301).
+
+    ## Example
+    ```toml
+    # /etc/containerd/conf.d/nvidia.toml
+    version = 2
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+      runtime_type = "io.containerd.runc.v2"
+    ```
+
+    ## Use instead
+    ```toml
+    # the drop-in carries the whole CRI table: runc, default_runtime_name, and nvidia
+    version = 2
+    [plugins."io.containerd.grpc.v1.cri".containerd]
+      default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+      runtime_type = "io.containerd.runc.v2"
+    ```
+
+    ## Fix
+    Register the runtime in the main file (`gpuready configure`), or copy the entire CRI
+    table into the drop-in. containerd 2.x merges tables key by key and does not lose them.
+    """
+
+    name = "import-overrides-cri"
+    severity = Severity.ERROR
+    scope = Scope.NODE
+
+    def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        for file, plugin, lost in ctx.replaced_tables:
+            shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
+            yield file.report(
+                self,
+                f"this file's [{render_key_path(('plugins', plugin))}] replaces the earlier "
+                f"one whole under containerd 1.x, losing {shown}",
+                ("plugins", plugin),
+                fix="register the runtime in the main config, or copy the whole CRI table "
+                "into this file",
+            )
+
+
+class ImportMissing(Rule):
+    """An `imports` entry names a file that does not exist.
+
+    ## What it does
+    Resolves every `imports` entry (relative to the importing file's folder, absolute paths
+    under `--root`) and reports plain paths that name no file. Glob patterns that match
+    nothing are not reported: containerd accepts them.
+
+    ## Why is this bad?
+    containerd refuses to start when an imported file is missing ("failed to load TOML from
+    …: no such file or directory").
+
+    ## Example
+    ```toml
+    imports = ["/etc/containerd/conf.d/nvidia.toml"]   # file not written yet
+    ```
+
+    ## Use instead
+    ```toml
+    imports = ["/etc/containerd/conf.d/*.toml"]
+    ```
+
+    ## Fix
+    Create the file, remove the entry, or import with a glob pattern.
+    """
+
+    name = "import-missing"
+    severity = Severity.ERROR
+    scope = Scope.NODE
+
+    def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        for file, entry in ctx.missing_imports:
+            yield file.report(
+                self,
+                f"imported file {entry} does not exist: containerd will not start",
+                ("imports",),
+                fix="create the file, remove it from imports, or use a glob pattern",
+            )
+
+
+class ImportVersionHigher(Rule):
+    """An imported file has a higher config version than the main file.
+
+    ## What it does
+    Compares each imported file's `version` with the main config's.
+
+    ## Why is this bad?
+    containerd 2.3 refuses to start ("drop-in config version 4 higher than root config
+    version 2"); 2.0–2.2 leave the older parts unmigrated (containerd#12891); 1.x cannot read
+    version 3 at all.
+
+    ## Example
+    ```toml
+    # config.toml has version = 2; conf.d/nvidia.toml:
+    version = 3
+    ```
+
+    ## Use instead
+    ```toml
+    version = 2
+    ```
+
+    ## Fix
+    Write the drop-in in the main file's version, or migrate the main file first
+    (`containerd config migrate` on 2.x).
+    """
+
+    name = "import-version-higher"
+    severity = Severity.ERROR
+    scope = Scope.NODE
+
+    def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        if not ctx.files or ctx.files[0].version is None:
+            return
+        main = ctx.files[0].version
+        for file in ctx.files[1:]:
+            if file.version is not None and file.version > main:
+                yield file.report(
+                    self,
+                    f"imported file has version {file.version}, higher than the main config's "
+                    f"version {main}",
+                    ("version",),
+                    fix=f"write this file as version {main}",
+                )
+
+
+def _handler_position(document: RuntimeClassDocument, field: str) -> tuple[int, int]:
+    """The line and column of ``field:`` in the document (its start when not found)."""
+    lines = document.text.splitlines()
+    pattern = re.compile(rf"^(\s*){re.escape(field)}\s*:")
+    for number in range(document.line, len(lines) + 1):
+        match = pattern.match(lines[number - 1])
+        if match:
+            return number, len(match.group(1)) + 1
+    return document.line, 1
+
+
+class HandlerMismatch(Rule):
+    """A RuntimeClass handler names no runtime registered in the effective config.
+
+    ## What it does
+    Compares each RuntimeClass's `handler` with the runtimes containerd registers after
+    merging the main config and its imports.
+
+    ## Why is this bad?
+    The handler must equal the runtime's name under `containerd.runtimes` exactly; otherwise
+    the pod is scheduled and then fails with `RunContainerError: no runtime for "…" is
+    configured`.
+
+    ## Example
+    ```yaml
+    apiVersion: node.k8s.io/v1
+    kind: RuntimeClass
+    metadata:
+      name: nvidia
+    handler: nvidia-runtime
+    ```
+
+    ## Use instead
+    ```yaml
+    apiVersion: node.k8s.io/v1
+    kind: RuntimeClass
+    metadata:
+      name: nvidia
+    handler: nvidia
+    ```
+
+    ## Fix
+    Set `handler` to the runtime's name, or register a runtime of that name.
+    """
+
+    name = "handler-mismatch"
+    severity = Severity.ERROR
+    scope = Scope.NODE
+
+    def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        if ctx.config is None:
+            return
+        registered = sorted(ctx.config.runtimes())
+        for document in ctx.runtime_classes:
+            handler = document.handler
+            if not is_dns_label(handler) or handler in registered:
+                continue
+            line, column = _handler_position(document, "handler")
+            yield plain_problem(
+                self,
+                f"RuntimeClass {document.name!r} has handler {handler!r}, but containerd "
+                f"registers only {', '.join(registered) or 'no runtimes'}",
+                file=document.file,
+                line=line,
+                column=column,
+                key_path="handler",
+                fix=f"set handler to one of: {', '.join(registered)}"
+                if registered
+                else "register the runtime in containerd's config",
+            )
+
+
+class HandlerInvalid(Rule):
+    """A RuntimeClass `handler` or `metadata.name` that is not a lowercase DNS label.
+
+    ## What it does
+    Checks `metadata.name` and `handler` against RFC 1123 labels: lowercase letters, digits
+    and `-`, starting and ending with a letter or digit, at most 63 characters.
+
+    ## Why is this bad?
+    The API server rejects the RuntimeClass, so no pod can use it; containerd runtime names
+    such as `nvidia_gpu` can never be a handler.
+
+    ## Example
+    ```yaml
+    metadata:
+      name: NVIDIA
+    handler: nvidia
+    ```
+
+    ## Use instead
+    ```yaml
+    metadata:
+      name: nvidia
+    handler: nvidia
+    ```
+
+    ## Fix
+    Use a lowercase DNS label, and name the containerd runtime the same.
+    """
+
+    name = "handler-invalid"
+    severity = Severity.ERROR
+    scope = Scope.NODE
+
+    def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        for document in ctx.runtime_classes:
+            for field, value in (("metadata.name", document.name), ("handler", document.handler)):
+                if is_dns_label(value):
+                    continue
+                line, column = _handler_position(document, field.rsplit(".", 1)[-1])
+                yield plain_problem(
+                    self,
+                    f"RuntimeClass {field} {value!r} is not a lowercase DNS label "
+                    f"(a-z, 0-9, '-', at most {DNS_LABEL_MAX} characters)",
+                    file=document.file,
+                    line=line,
+                    column=column,
+                    key_path=field,
+                    fix=f"use e.g. {_label_hint(value)!r}",
+                )
+
+
+def _label_hint(value: object) -> str:
+    text = re.sub(r"[^a-z0-9-]+", "-", str(value or "nvidia").lower()).strip("-")
+    return text[:DNS_LABEL_MAX].strip("-") or "nvidia"
+
+
+class CdiSpecMissing(Rule):
+    """No CDI spec for `nvidia.com/gpu` in the CDI directories.
+
+    ## What it does
+    Looks in `/etc/cdi` and `/var/run/cdi` (under `--root`) for a `*.yaml` or `*.json` spec
+    with `kind: nvidia.com/gpu`.
+
+    ## Why is this bad?
+    With CDI enabled (containerd 2.x by default), a request for `nvidia.com/gpu=all` fails
+    with "unresolvable CDI devices", and no GPU is injected.
+
+    ## Example
+    ```text
+    /etc/cdi/        (empty)
+    ```
+
+    ## Use instead
+    ```text
+    /etc/cdi/nvidia.yaml   with  kind: nvidia.com/gpu
+    ```
+
+    ## Fix
+    Write the spec: `gpuready setup` (or `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`
+    on a node whose GPUs are visible).
+    """
+
+    name = "cdi-spec-missing"
+    severity = Severity.WARNING
+    scope = Scope.NODE
+
+    def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        scan = ctx.cdi_scan()
+        if any(name.startswith(f"{NVIDIA_KIND}=") for name in scan.devices):
+            return
+        for spec in scan.specs:
+            # there is one, rejected: cdi-spec-invalid says why
+            if not spec.accepted and _mentions_nvidia(spec.path):
+                return
+        shown = " or ".join(ctx.display(d) for d in ctx.cdi_dirs)
+        yield plain_problem(
+            self,
+            f"no CDI spec with kind {NVIDIA_KIND} in {shown}",
+            file=ctx.display(ctx.cdi_dirs[0]) if ctx.cdi_dirs else "/etc/cdi",
+            fix="write /etc/cdi/nvidia.yaml (gpuready setup)",
+        )
+
+
+def _mentions_nvidia(path: Path) -> bool:
+    try:
+        return NVIDIA_KIND in path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False
+
+
+class CdiSpecInvalid(Rule):
+    """A CDI spec the CDI loader would reject.
+
+    ## What it does
+    Validates every spec file in the CDI directories the way the CDI loader does: a known
+    `cdiVersion` high enough for the content, a `vendor/class` kind, at least one device with
+    a valid, unique name and non-empty edits, no unknown fields, and the required fields of
+    every edit. One problem per reason, with the field path.
+
+    ## Why is this bad?
+    The runtime drops the whole file: every device in it becomes "unresolvable", and the
+    reason is only in containerd's log.
+
+    ## Example
+    ```yaml
+    cdiVersion: 0.5.0
+    kind: nvidia.com/gpu
+    devices:
+      - name: all
+        containerEdits: {}
+    ```
+
+    ## Use instead
+    ```yaml
+    cdiVersion: 0.5.0
+    kind: nvidia.com/gpu
+    devices:
+      - name: all
+        containerEdits:
+          deviceNodes:
+            - path: /dev/nvidia0
+    ```
+
+    ## Fix
+    Correct the field named in the message, or regenerate the spec.
+    """
+
+    name = "cdi-spec-invalid"
+    severity = Severity.ERROR
+    scope = Scope.NODE
+
+    def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        scan = ctx.cdi_scan()
+        for problem in scan.problems:
+            if problem.rule == self.name:
+                yield problem
+        for error in scan.unreadable:
+            yield plain_problem(
+                self,
+                f"cannot read: {error.reason}",
+                file=error.path,
+                line=error.line,
+                column=error.column,
+                fix="make the spec readable and valid",
+            )

@@ -1,0 +1,61 @@
+"""The one registry of rules, keyed by their stable names (part of gpuready's interface)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gpuready.errors import UsageError
+from gpuready.rules import node, options, runtimes, structure
+from gpuready.rules.base import Rule
+
+_RULES: tuple[Rule, ...] = (
+    structure.TomlSyntax(),
+    structure.VersionMissing(),
+    structure.VersionUnsupported(),
+    structure.UnquotedPluginKey(),
+    structure.WrongVersionPath(),
+    runtimes.RuntimeNotRegistered(),
+    runtimes.RuntimeTypeMissing(),
+    runtimes.RuntimeTypeDeprecated(),
+    options.BoolAsString(),
+    options.OptionOutsideOptions(),
+    options.UnknownOption(),
+    options.DeprecatedSystemdCgroup(),
+    runtimes.BinaryPathRelative(),
+    runtimes.BinaryMissing(),
+    runtimes.DefaultRuntimeChanged(),
+    runtimes.DefaultRuntimeMissing(),
+    options.CgroupDriverMismatch(),
+    runtimes.CriDisabled(),
+    node.ImportOverridesCri(),
+    node.ImportMissing(),
+    node.ImportVersionHigher(),
+    node.HandlerMismatch(),
+    node.HandlerInvalid(),
+    node.CdiSpecMissing(),
+    node.CdiSpecInvalid(),
+)
+
+REGISTRY: dict[str, Rule] = {rule.name: rule for rule in _RULES}
+
+
+def get(name: str) -> Rule:
+    """The rule called ``name``; an unknown name is a usage error listing the known ones."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UsageError(f"unknown rule {name!r}; run 'gpuready rules' for the list") from None
+
+
+def _names(values: Iterable[str] | None) -> list[str]:
+    """Split repeatable, comma-separated option values into names."""
+    return [part.strip() for value in values or () for part in value.split(",") if part.strip()]
+
+
+def selection(*, select: Iterable[str] | None, ignore: Iterable[str] | None) -> frozenset[str]:
+    """The rule names to run: ``select`` (all when empty) minus ``ignore``; unknown names fail."""
+    chosen = _names(select)
+    dropped = _names(ignore)
+    for name in (*chosen, *dropped):
+        get(name)
+    return frozenset(chosen or REGISTRY) - frozenset(dropped)
