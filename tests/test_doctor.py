@@ -134,3 +134,15 @@ def test_v3_config_on_a_1x_containerd_is_refused(tmp_path):
     assert "loads config versions up to 2" in next(
         p.message for p in problems if p.rule == "version-unsupported"
     )
+
+
+def test_missing_cdi_spec_is_an_error_once_cdi_is_enabled(tmp_path, capsys):
+    root = node_sandbox(tmp_path)
+    (root / "etc/cdi/nvidia.yaml").unlink()
+    assert [p.severity.value for p in check(root) if p.rule == "cdi-spec-missing"] == ["warning"]
+    code, out, _ = run_cli(["configure", "--root", str(root), "--enable-cdi"], capsys)
+    assert code == 0
+    missing = [p for p in check(root, release="1.7.0") if p.rule == "cdi-spec-missing"]
+    assert [p.severity.value for p in missing] == ["error"]
+    assert "unresolvable CDI devices" in missing[0].message
+    assert "gpuready cdi generate" in missing[0].fix

@@ -78,3 +78,21 @@ def test_enable_cdi_on_1_6_is_a_warning():
 def test_disabled_cri_on_disk_fails():
     text = 'disabled_plugins = ["io.containerd.grpc.v1.cri"]\n' + BASE
     assert outcomes(text)["cri-enabled"][0] is Outcome.FAILED
+
+
+def test_unset_enable_cdi_in_a_version_3_file_counts_as_on() -> None:
+    """containerd 2.x turns CDI on when enable_cdi is not set: no false mismatch."""
+    from gpuready.containerd.document import load_config_text
+    from gpuready.cri.live import Comparison, compare, parse_live_config
+
+    disk = load_config_text(
+        "version = 3\n[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]\n"
+        "runtime_type = 'io.containerd.runc.v2'\n", "config.toml"
+    )
+    live = parse_live_config({
+        "enableCDI": True,
+        "containerd": {"defaultRuntimeName": "runc", "runtimes": {
+            "nvidia": {"runtimeType": "io.containerd.runc.v2", "options": {}}}},
+    })
+    results = {r.check: r for r in compare(disk, live, Comparison("nvidia", "nvidia"))}
+    assert results["enable-cdi"].outcome.value == "ok", results["enable-cdi"].message

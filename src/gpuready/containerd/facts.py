@@ -62,3 +62,13 @@ def imports(data: Mapping[str, Any]) -> list[str]:
     """The top-level ``imports`` patterns, as written."""
     value = data.get("imports", [])
     return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def cdi_enabled(data: Mapping[str, Any], spec: ConfigVersion) -> bool:
+    """Whether containerd's CRI resolves CDI devices with this config.
+
+    ``enable_cdi`` when it is set; otherwise containerd 2.x (config version 3 and later) turns CDI
+    on by default, and 1.7 leaves it off.
+    """
+    value = lookup(data, (*spec.cri_path, "enable_cdi"))
+    return value if isinstance(value, bool) else spec.number >= 3

@@ -274,7 +274,7 @@ def cdi_check(
         compare_value(
             "enable-cdi",
             "enable_cdi",
-            bool(on_disk),
+            facts.cdi_enabled(disk.data, spec),  # unset means on in containerd 2.x
             bool(live.enable_cdi),
             why_not_live(disk, context),
         )

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from gpuready.containerd import facts
 from gpuready.containerd.versions import render_key_path
 from gpuready.kubernetes.runtimeclass import DNS_LABEL_MAX, is_dns_label
 from gpuready.problems import Problem, Severity
@@ -294,7 +295,8 @@ class CdiSpecMissing(Rule):
 
     ## Why is this bad?
     With CDI enabled (containerd 2.x by default), a request for `nvidia.com/gpu=all` fails
-    with "unresolvable CDI devices", and no GPU is injected.
+    with "unresolvable CDI devices", and no GPU is injected. The finding is an error when the
+    effective config enables CDI, a warning otherwise.
 
     ## Example
     ```text
@@ -307,8 +309,8 @@ class CdiSpecMissing(Rule):
     ```
 
     ## Fix
-    Write the spec: `gpuready setup` (or `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`
-    on a node whose GPUs are visible).
+    Write the spec: `gpuready cdi generate` (with `--gpus N` or `--inventory FILE` before the
+    GPUs are visible); `gpuready setup` writes it too.
     """
 
     name = "cdi-spec-missing"
@@ -324,11 +326,20 @@ class CdiSpecMissing(Rule):
             if not spec.accepted and _mentions_nvidia(spec.path):
                 return
         shown = " or ".join(ctx.display(d) for d in ctx.cdi_dirs)
+        message = f"no CDI spec with kind {NVIDIA_KIND} in {shown}"
+        enabled = ctx.config is not None and facts.cdi_enabled(ctx.config.data, ctx.config.spec)
+        if enabled:
+            message += (
+                f"; CDI is enabled in containerd, so a pod asking for {NVIDIA_KIND}=all fails "
+                "with 'unresolvable CDI devices'"
+            )
         yield plain_problem(
             self,
-            f"no CDI spec with kind {NVIDIA_KIND} in {shown}",
+            message,
             file=ctx.display(ctx.cdi_dirs[0]) if ctx.cdi_dirs else "/etc/cdi",
-            fix="write /etc/cdi/nvidia.yaml (gpuready setup)",
+            fix="write /etc/cdi/nvidia.yaml: gpuready cdi generate (--gpus N before the GPUs "
+            "are visible)",
+            severity=Severity.ERROR if enabled else None,
         )
 
 
