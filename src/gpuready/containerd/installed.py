@@ -8,7 +8,7 @@ import subprocess
 
 from gpuready.containerd.versions import parse_release
 
-VERSION_TIMEOUT_S = 10
+VERSION_TIMEOUT_S = 3.0
 
 
 @functools.cache
@@ -21,8 +21,7 @@ def installed_release() -> tuple[int, int] | None:
         result = subprocess.run(
             [binary, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.SubprocessError):
         return None
     # "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3"
-    words = result.stdout.split()
-    return parse_release(words[2]) if len(words) >= 3 else parse_release(result.stdout)
+    return parse_release(result.stdout) if result.returncode == 0 else None

@@ -9,14 +9,11 @@ the user's ``--containerd-version``, or else from the config ``version`` (1 and 
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from dataclasses import dataclass
 
+from gpuready.containerd.installed import installed_release
 from gpuready.containerd.versions import max_version_for, parse_release
 from gpuready.errors import UsageError
-
-PROBE_TIMEOUT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -58,18 +55,9 @@ def from_config_version(version: object) -> Semantics:
     return Semantics(major, None, "config version")
 
 
-def probe_installed(binary: str = "containerd") -> Semantics | None:
-    """Ask ``containerd --version`` (short timeout); None when it cannot be run or read."""
-    path = shutil.which(binary)
-    if path is None:
-        return None
-    try:
-        result = subprocess.run(
-            [path, "--version"], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    release = parse_release(result.stdout) if result.returncode == 0 else None
+def probe_installed() -> Semantics | None:
+    """Ask the installed ``containerd --version``; None when it cannot be run or read."""
+    release = installed_release()
     if release is None or release[0] not in (1, 2):
         return None
     return Semantics(release[0], release, "containerd --version")
