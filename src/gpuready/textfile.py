@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from gpuready.errors import InputError
@@ -33,3 +34,29 @@ def decode(raw: bytes, path: Path | str) -> str:
         line = raw[: error.start].count(b"\n") + 1
         column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
         raise InputError(path, "not UTF-8 text", line=line, column=column) from None
+
+
+BOM = "\ufeff"
+_LONE_LF = re.compile(r"(?<!\r)\n")
+
+
+def without_bom(text: str) -> str:
+    """The text a parser should see: a UTF-8 byte order mark is not part of the document.
+
+    containerd (Go's TOML decoder) accepts a config that starts with one; ``tomllib`` does not.
+    """
+    return text.removeprefix(BOM)
+
+
+def restyle(original: str, edited: str) -> str:
+    """``edited`` with the original's byte order mark and, for a CRLF file, CRLF line endings.
+
+    Parsers and serializers work on BOM-less, LF text; what gpuready adds must not leave the
+    operator's file with a lost BOM or mixed line endings. A file that already mixes endings is
+    left as it is.
+    """
+    if original.startswith(BOM) and not edited.startswith(BOM):
+        edited = BOM + edited
+    if "\r\n" in original and not _LONE_LF.search(original):
+        edited = _LONE_LF.sub("\r\n", edited)
+    return edited

@@ -11,7 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gpuready.containerd import facts
-from gpuready.containerd.document import ConfigFile, load_config_text, parse_for_edit
+from gpuready.containerd.document import (
+    ConfigFile,
+    load_config_text,
+    parse_for_edit,
+    render_edit,
+)
 from gpuready.containerd.edit import ensure_table, set_values, style_from
 from gpuready.containerd.register import RuntimeRequest, plan_registration
 from gpuready.containerd.versions import render_key_path, spec_of
@@ -58,7 +63,8 @@ def plan_enable_cdi(config: ConfigFile) -> Plan:
     document = parse_for_edit(config)
     table = ensure_table(document, spec.cri_path)
     set_values(table, wanted, style_from(table))
-    return Plan(config.path, config.text, document.as_string(), f"enable CDI in [{header}]")
+    after = render_edit(config, document)
+    return Plan(config.path, config.text, after, f"enable CDI in [{header}]")
 
 
 def plan_default_runtime(config: ConfigFile, name: str) -> Plan:
@@ -70,7 +76,7 @@ def plan_default_runtime(config: ConfigFile, name: str) -> Plan:
     document = parse_for_edit(config)
     table = ensure_table(document, spec.containerd_path)
     set_values(table, {"default_runtime_name": name}, style_from(table))
-    return Plan(config.path, config.text, document.as_string(),
+    return Plan(config.path, config.text, render_edit(config, document),
                 f"set default_runtime_name = {name!r} in [{header}]")
 
 

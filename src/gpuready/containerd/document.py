@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.errors import InputError
-from gpuready.textfile import read_text
+from gpuready.textfile import read_text, restyle, without_bom
 
 _POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _END_OF_DOCUMENT = re.compile(r"\s*\(at end of document\)\s*$")
@@ -31,7 +31,7 @@ class ConfigFile:
 def parse_toml(text: str, path: Path | str) -> dict[str, Any]:
     """Parse with ``tomllib``; a syntax error becomes :class:`InputError` with line and column."""
     try:
-        return tomllib.loads(text)
+        return tomllib.loads(without_bom(text))
     except tomllib.TOMLDecodeError as error:
         raise toml_error(str(error), text, path) from None
 
@@ -71,8 +71,13 @@ def parse_for_edit(config: ConfigFile):
     from tomlkit.exceptions import ParseError
 
     try:
-        return tomlkit.parse(config.text)
+        return tomlkit.parse(without_bom(config.text))
     except ParseError as error:  # tomllib accepted it; tomlkit is stricter in a few corners
         raise InputError(
             config.path, f"cannot edit: {error}", line=error.line, column=error.col
         ) from None
+
+
+def render_edit(config: ConfigFile, document) -> str:
+    """The edited document's text, with the original's byte order mark and line endings."""
+    return restyle(config.text, document.as_string())

@@ -18,7 +18,12 @@ from typing import Any
 from tomlkit.exceptions import TOMLKitError
 
 from gpuready.containerd import facts
-from gpuready.containerd.document import ConfigFile, load_config_text, parse_for_edit
+from gpuready.containerd.document import (
+    ConfigFile,
+    load_config_text,
+    parse_for_edit,
+    render_edit,
+)
 from gpuready.containerd.edit import (
     UneditableTableError,
     add_table,
@@ -80,7 +85,7 @@ def plan_registration(config: ConfigFile, request: RuntimeRequest) -> Plan:
         summary += f" (from {template_name}'s table)" if template_name else ""
     else:
         summary = f"update runtime {request.name} at [{header}]"
-    after = document.as_string()
+    after = render_edit(config, document)
     _verify(after, config, spec, request.name, desired)
     return Plan(config.path, config.text, after, summary, notes)
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpuready.errors import InputError
+from gpuready.yamlfile import yaml_error
 
 API_VERSION = "node.k8s.io/v1"
 KIND = "RuntimeClass"
@@ -69,7 +69,7 @@ def parse(text: str, path: Path | str) -> list[RuntimeClass]:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
         documents = list(yaml.safe_load_all(text))
     except yaml.YAMLError as error:
-        raise _yaml_error(error, path) from None
+        raise yaml_error(error, path) from None
     found = []
     for node, document in zip(nodes, documents, strict=True):
         if isinstance(document, dict) and document.get("kind") == KIND:
@@ -83,11 +83,3 @@ def parse(text: str, path: Path | str) -> list[RuntimeClass]:
                 )
             )
     return found
-
-
-def _yaml_error(error: Exception, path: Path | str) -> InputError:
-    mark = getattr(error, "problem_mark", None)
-    reason = getattr(error, "problem", None) or str(error)
-    if mark is None:
-        return InputError(path, f"invalid YAML: {reason}")
-    return InputError(path, f"invalid YAML: {reason}", line=mark.line + 1, column=mark.column + 1)

@@ -18,6 +18,7 @@ from gpuready.containerd.document import parse_toml
 from gpuready.containerd.versions import render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.paths import CDI_SPEC, CONTAINERD_CONFIG, under_root
+from gpuready.yamlfile import load_mapping
 
 NVIDIA_CDI_KIND = "nvidia.com/gpu"
 EXPECTED_DEFAULT = "runc"
@@ -112,22 +113,6 @@ def default_txt(config: ConfigFacts) -> str:
 def parsed_txt(config: ConfigFacts) -> str:
     """``parsed.txt``: the version, then the registered runtime names, sorted."""
     return f"VERSION={config.version}\nRUNTIMES={','.join(config.runtimes)}\n"
-
-
-def read_yaml_mapping(text: str, path: Path) -> dict[str, Any]:
-    """A YAML document that must be a mapping (``safe_load`` only)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        reason = getattr(error, "problem", None) or str(error)
-        line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
-        raise InputError(path, f"invalid YAML: {reason}", line=line, column=column) from None
-    if not isinstance(data, dict):
-        raise InputError(path, "expected a YAML mapping at the top level")
-    return data
 
 
 def cdi_keys_txt(spec: Mapping[str, Any]) -> str:
@@ -271,7 +256,7 @@ def contract_checks(
 
 def _manifest_checks(files: NodeFiles, config: ConfigFacts, read) -> list[Check]:
     try:
-        manifest = read_yaml_mapping(read(files.runtimeclass), files.runtimeclass)
+        manifest = load_mapping(read(files.runtimeclass), files.runtimeclass)
     except InputError as error:
         return [Check("RuntimeClass readable", False, error.message(), "run 'gpuready setup'")]
     return check_runtimeclass(manifest, config)
@@ -279,7 +264,7 @@ def _manifest_checks(files: NodeFiles, config: ConfigFacts, read) -> list[Check]
 
 def _cdi_checks(files: NodeFiles, read) -> list[Check]:
     try:
-        spec = read_yaml_mapping(read(files.cdi_spec), files.cdi_spec)
+        spec = load_mapping(read(files.cdi_spec), files.cdi_spec)
     except InputError as error:
         return [Check("CDI spec readable", False, error.message(), "run 'gpuready cdi generate'")]
     kind = spec.get("kind")
@@ -298,7 +283,7 @@ def _cdi_checks(files: NodeFiles, read) -> list[Check]:
 def _toolkit_checks(files: NodeFiles, config: ConfigFacts, read) -> list[Check]:
     handler: object = None
     with contextlib.suppress(InputError):  # an unreadable manifest is its own failed check
-        handler = read_yaml_mapping(read(files.runtimeclass), files.runtimeclass).get("handler")
+        handler = load_mapping(read(files.runtimeclass), files.runtimeclass).get("handler")
     return [
         check_file_content("default.txt matches config.toml", files.default_txt,
                            default_txt(config), read),

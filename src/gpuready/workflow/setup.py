@@ -13,6 +13,7 @@ from gpuready.plan import Plan
 from gpuready.workflow import contract
 from gpuready.workflow.contract import Check, NodeFiles
 from gpuready.workflow.staging import Staging
+from gpuready.yamlfile import load_mapping
 
 
 @dataclass(frozen=True)
@@ -118,7 +119,7 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
         text = generate_cdi_spec(options.root, gpus=options.gpus)
         staging.write(files.cdi_spec, text, "CDI spec")
         outcome = "generated"
-    spec = contract.read_yaml_mapping(staging.read(files.cdi_spec), files.cdi_spec)
+    spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
     outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
     result.steps.append(Step(6, "CDI spec", files.cdi_spec, outcome))
@@ -139,7 +140,7 @@ def _write_report(files, staging, result, config: contract.ConfigFacts) -> None:
     """Step 8: the report, every value parsed back from the files just written."""
     text = staging.read(files.config)
     written = contract.read_config_facts(text, files.config, config.runtime_name)
-    manifest = contract.read_yaml_mapping(staging.read(files.runtimeclass), files.runtimeclass)
+    manifest = load_mapping(staging.read(files.runtimeclass), files.runtimeclass)
     plan = staging.write(files.report_txt, contract.report_txt(written, manifest.get("handler")),
                          "report")
     result.steps.append(Step(8, "verification report", plan.path, _written(plan)))
