@@ -62,9 +62,9 @@ def test_dry_run_prints_a_diff_and_writes_nothing(config: Path) -> None:
 
 
 def test_keeps_mode_of_the_original(config: Path) -> None:
-    config.chmod(0o600)
+    config.chmod(0o640)  # not mkstemp's 0600: the mode must really be copied
     assert run_cli("configure", "--config", str(config)).code == 0
-    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    assert stat.S_IMODE(config.stat().st_mode) == 0o640
 
 
 def test_json_output_has_status_and_the_diff(config: Path) -> None:
@@ -240,3 +240,63 @@ def test_backup_keeps_the_file_as_it_was_before_the_first_change(config: Path) -
     assert Path(str(config) + ".gpuready.bak").read_text() == original
     assert sorted(p.name for p in config.parent.iterdir()) == [
         "config.toml", "config.toml.gpuready.bak"]
+
+
+def test_a_symlinked_config_has_its_target_edited_and_stays_a_link(tmp_path: Path) -> None:
+    real = tmp_path / "repo" / "config.toml"
+    real.parent.mkdir()
+    shutil.copyfile(LAB_BASE, real)
+    link = tmp_path / "etc" / "config.toml"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    assert run_cli("configure", "--config", str(link)).code == 0
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert "runtimes.nvidia]" in real.read_text()
+    assert Path(str(real) + ".gpuready.bak").read_text() == LAB_BASE.read_text()
+
+
+def test_crlf_and_bom_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    original = "\ufeff" + LAB_BASE.read_text().replace("\n", "\r\n")
+    path.write_bytes(original.encode("utf-8"))
+    assert run_cli("configure", "--config", str(path)).code == 0
+    after = path.read_bytes().decode("utf-8")
+    assert after.startswith("\ufeff# Abbreviated base configuration")
+    assert after.count("\n") == after.count("\r\n")
+    assert added_lines_only(original, after)
+
+
+AS_NOBODY = """
+import os, sys
+sys.path.insert(0, {src!r})
+import tomlkit, yaml  # imported while still root: the interpreter's folder is root-only
+from gpuready.cli import main, cmd_configure
+from gpuready.containerd import configure, document, register, edit, installed
+from gpuready import fsio, textfile
+os.setgroups([])
+os.setresgid(65534, 65534, 65534)
+os.setresuid(65534, 65534, 65534)
+sys.exit(main.run(["configure", "--config", {config!r}]))
+"""
+
+
+def test_a_file_of_another_owner_is_refused_rather_than_given_away() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create a file owned by someone else")
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="gr-owner-"))
+    try:
+        folder.chmod(0o777)
+        path = folder / "config.toml"
+        shutil.copyfile(LAB_BASE, path)
+        path.chmod(0o666)
+        before = path.read_bytes()
+        script = AS_NOBODY.format(src=str(REPO / "src"), config=str(path))
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        assert result.returncode == 2, result.stderr
+        assert "cannot keep the owner (0:0); nothing written" in result.stderr
+        assert path.read_bytes() == before and path.stat().st_uid == 0
+        assert sorted(p.name for p in folder.iterdir()) == ["config.toml"]
+    finally:
+        shutil.rmtree(folder)

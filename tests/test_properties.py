@@ -63,7 +63,7 @@ def test_any_bytes_register_or_fail_with_a_positioned_error(raw: bytes) -> None:
     assert facts.runtime(tomllib.loads(plan.after), spec_of(config.data), "nvidia") is not None
 
 
-def test_concurrency_and_fuzz_use_real_files(tmp_path: Path) -> None:
+def test_a_refused_file_on_disk_keeps_its_bytes(tmp_path: Path) -> None:
     """A refused file stays byte for byte as it was (the property above, on disk)."""
     from tests.helpers import run_cli
 

@@ -27,6 +27,10 @@ class ConcurrentChangeError(WriteError):
     """The file changed between reading it and writing it; nothing was written."""
 
 
+class OwnerError(Exception):
+    """The new file could not be given the original's owner."""
+
+
 def backup_path(path: Path) -> Path:
     """Where the pre-change copy of ``path`` is kept (``config.toml.gpuready.bak``).
 
@@ -44,9 +48,10 @@ def locked(path: Path) -> Iterator[None]:
     containerd's ``imports`` globs to trip over. A concurrent gpuready waits here instead of
     overwriting this run's edit.
     """
+    folder = real_path(path).parent
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as error:
         raise WriteError(f"{path}: cannot take the lock: {error.strerror or error}") from None
     try:
@@ -69,14 +74,28 @@ def apply_plan(plan: Plan) -> bool:
         raise ConcurrentChangeError(
             f"{plan.path}: changed on disk while gpuready was planning; nothing written, run again"
         )
+    target = real_path(plan.path)
     if current is not None:
-        _keep_first_backup(plan.path, current)
-    write_atomic(plan.path, plan.after.encode("utf-8"))
+        _require_owner_can_be_kept(target)
+        _keep_first_backup(target, current)
+    write_atomic(target, plan.after.encode("utf-8"))
     return True
 
 
+def real_path(path: Path) -> Path:
+    """The file a path names, through any symbolic links.
+
+    A config that is a link (into a configuration repository, say) must have its target
+    edited: renaming over the link would replace it with a copy and leave the target as it was.
+    """
+    return Path(os.path.realpath(path))
+
+
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Replace ``path`` with ``data`` atomically, keeping an existing file's mode and owner."""
+    """Replace ``path`` with ``data`` atomically, keeping an existing file's mode and owner.
+
+    ``path`` is the real file, not a link (see :func:`real_path`).
+    """
     try:
         existing = path.stat()
     except FileNotFoundError:
@@ -95,6 +114,8 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     except BaseException as error:  # also Ctrl-C: never leave a half-written temporary behind
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
+        if isinstance(error, OwnerError):
+            raise WriteError(f"{path}: {error}") from None
         if isinstance(error, OSError):
             raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
         raise
@@ -113,8 +134,27 @@ def _copy_ownership(temp_name: str, existing: os.stat_result | None, mode: int |
         os.chmod(temp_name, NEW_FILE_MODE if mode is None else mode)
         return
     os.chmod(temp_name, existing.st_mode & 0o7777 if mode is None else mode)
-    with contextlib.suppress(PermissionError):  # only root may give a file away
+    try:
         os.chown(temp_name, existing.st_uid, existing.st_gid)
+    except PermissionError:
+        # Only root may give a file away: rather than silently change the owner, write nothing.
+        raise OwnerError(
+            f"cannot keep the owner ({existing.st_uid}:{existing.st_gid}); nothing written "
+            "(run as root or as the file's owner)"
+        ) from None
+
+
+def _require_owner_can_be_kept(path: Path) -> None:
+    """Refuse before writing anything when the replacement could not keep the file's owner."""
+    if os.geteuid() == 0:
+        return
+    status = path.stat()
+    groups = {os.getegid(), *os.getgroups()}
+    if status.st_uid != os.geteuid() or status.st_gid not in groups:
+        raise WriteError(
+            f"{path}: cannot keep the owner ({status.st_uid}:{status.st_gid}); nothing written "
+            "(run as root or as the file's owner)"
+        )
 
 
 def _keep_first_backup(path: Path, original: bytes) -> None:
