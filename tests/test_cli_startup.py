@@ -38,3 +38,26 @@ def test_unknown_option_is_a_usage_error_with_exit_2() -> None:
     result = run_cli("configure", "--no-such-option")
     assert result.code == 2
     assert "unrecognized arguments: --no-such-option" in result.err
+
+
+def test_json_format_errors_still_print_a_status_document(tmp_path) -> None:
+    import json
+
+    result = run_cli("configure", "--config", str(tmp_path / "missing.toml"), "--format", "json")
+    assert result.code == 2
+    document = json.loads(result.out)
+    assert document["status"] == "error" and document["exit_code"] == 2
+    assert "no such file" in document["error"]
+
+
+def test_a_closed_pipe_is_not_reported_as_success() -> None:
+    script = (
+        f"import subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, '-m', 'gpuready', 'rules'],"
+        f" stdout=subprocess.PIPE, env={{'PYTHONPATH': {str(REPO / 'src')!r}}})\n"
+        f"p.stdout.close()\n"
+        f"sys.exit(p.wait())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert result.returncode == 141
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr

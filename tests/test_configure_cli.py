@@ -202,6 +202,11 @@ UNEDITABLE = {
         'runtimes = {runc = {runtime_type = "io.containerd.runc.v2"}}\n',
         "runtimes is an inline table",
     ),
+    "runtimes-dotted-keys": (
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd]\n'
+        'runtimes.runc.runtime_type = "io.containerd.runc.v2"\n',
+        "is written in a way gpuready cannot edit safely",
+    ),
     "runtime-string": (
         'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes]\nnvidia = "x"\n',
         "runtimes.nvidia is a string value, not a table",

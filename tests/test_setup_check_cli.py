@@ -89,7 +89,7 @@ def test_check_passes_after_setup(node: Path) -> None:
     run_cli("setup", "--root", str(node))
     result = run_cli("check", "--root", str(node))
     assert result.code == 0, result.out
-    assert result.out.splitlines()[-1] == "15 passed, 0 failed"
+    assert result.out.splitlines()[-1] == "16 passed, 0 failed"
 
 
 def test_setup_uses_the_shipped_base_when_nothing_else_exists(tmp_path: Path) -> None:
@@ -163,3 +163,40 @@ def test_setup_json_has_status_steps_and_checks(node: Path) -> None:
     assert report["status"] == "ok"
     assert [step["step"] for step in report["steps"]] == list(range(1, 9))
     assert all(check["ok"] for check in report["checks"])
+
+
+def test_bad_input_found_late_stops_setup_before_any_write(node: Path) -> None:
+    spec = node / "etc/cdi/nvidia.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.write_text("kind: [unclosed\n")
+    before = _snapshot(node)
+    result = run_cli("setup", "--root", str(node))
+    assert result.code == 2
+    assert result.err.startswith(f"gpuready: error: {spec}:2:1: invalid YAML")
+    assert _snapshot(node) == before
+
+
+def test_a_kept_cdi_spec_the_loader_rejects_fails_the_checks(node: Path) -> None:
+    spec = node / "etc/cdi/nvidia.yaml"
+    spec.parent.mkdir(parents=True)
+    spec.write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: []\n")
+    result = run_cli("setup", "--root", str(node))
+    assert result.code == 1
+    assert "FAIL CDI spec accepted by the CDI loader" in result.out
+    assert "gpuready cdi validate" in result.out
+
+
+def test_step_3_shows_the_options_as_written(tmp_path: Path) -> None:
+    result = run_cli("setup", "--root", str(tmp_path), "--base", str(LAB_BASE),
+                     "--systemd-cgroup", "inherit")
+    step3 = next(line for line in result.out.splitlines() if line.startswith("[3/8]"))
+    assert step3.endswith('BinaryName = "/usr/bin/nvidia-container-runtime", SystemdCgroup = true')
+
+
+def test_base_replacing_an_existing_config_says_so(node: Path) -> None:
+    assert run_cli("setup", "--root", str(node)).code == 0
+    other_base = LAB_BASE.parent / "containerd-1.6.20-default.toml"
+    result = run_cli("setup", "--root", str(node), "--base", str(other_base))
+    assert "[1/8] base config" in result.out
+    assert "replaced the existing file" in result.out
+    assert "config.toml.gpuready.bak" in result.out

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 from collections.abc import Sequence
 
 from gpuready import __version__
 from gpuready.errors import ExitCode, GpureadyError
+
+SIGPIPE_EXIT = 141  # the shell's status for a process ended by SIGPIPE
 
 # The command modules, in the order ``--help`` lists them.
 COMMAND_MODULES = (
@@ -68,12 +71,15 @@ def run(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except GpureadyError as error:
         print(f"gpuready: error: {error.message()}", file=sys.stderr)
+        if getattr(args, "format", None) == "json":  # scripts still get a document to read
+            print(json.dumps({"status": "error", "exit_code": int(error.exit_code),
+                              "error": error.message()}, indent=2))
         return int(error.exit_code)
     except KeyboardInterrupt:
         print("gpuready: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        return ExitCode.OK
+        return _reader_gone()
     except Exception as error:  # the outermost layer: never show a traceback to a user
         if os.environ.get("GPUREADY_DEBUG"):
             raise
@@ -85,6 +91,18 @@ def run(argv: Sequence[str] | None = None) -> int:
         return ExitCode.BAD_INPUT
 
 
+def _reader_gone() -> int:
+    """The reader went away (``gpuready lint | head``): say nothing more, and do not claim
+    success, since the verdict was never printed whole."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return SIGPIPE_EXIT
+
+
 def entrypoint() -> None:
-    """Console-script entry: run and exit with the command's code."""
-    sys.exit(run())
+    """Console-script entry: run, flush, and exit with the command's code."""
+    code = run()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _reader_gone()
+    sys.exit(code)

@@ -13,6 +13,7 @@ from typing import Any
 
 import tomlkit
 from tomlkit import TOMLDocument
+from tomlkit.container import OutOfOrderTableProxy
 from tomlkit.items import InlineTable, Item, String, StringType, Table
 
 from gpuready.containerd.versions import KeyPath, render_key_path
@@ -53,6 +54,8 @@ def ensure_table(document, path: KeyPath):
 def _kind(value: Any) -> str:
     if isinstance(value, list):
         return "an array, not a table"
+    if isinstance(value, OutOfOrderTableProxy):
+        return "written as dotted keys or as tables out of order: rewrite it as [table] headers"
     name = type(value).__name__.lower()
     article = "an" if name[0] in "aeiou" else "a"
     return f"{article} {name} value, not a table"

@@ -124,9 +124,10 @@ def cgroup_notes(
     if runc_systemd == ours:
         return ()
     return (
-        f"cgroup driver mismatch: runtime {request.name} uses "
-        f"{_driver(ours)} but runc uses {_driver(runc_systemd)}; pods on this node would use two "
-        "drivers (match the kubelet's cgroupDriver, or pass --systemd-cgroup=inherit)",
+        f"cgroup driver mismatch: runtime {request.name} uses {_driver(ours)} but runc uses "
+        f"{_driver(runc_systemd)}, so pods on this node would use two drivers ('gpuready doctor' "
+        "reports it as cgroup-driver-mismatch). Use the kubelet's cgroupDriver for both: set "
+        "runc's SystemdCgroup too, or pass --systemd-cgroup=inherit",
     )
 
 

@@ -18,6 +18,7 @@ from gpuready.containerd.document import parse_toml
 from gpuready.containerd.versions import render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.paths import CDI_SPEC, CONTAINERD_CONFIG, under_root
+from gpuready.problems import Severity
 from gpuready.yamlfile import load_mapping
 
 NVIDIA_CDI_KIND = "nvidia.com/gpu"
@@ -245,7 +246,8 @@ def contract_checks(
         config = read_config_facts(read(files.config), files.config, runtime_name)
     except InputError as error:
         return [Check("config.toml parses", False, error.message(),
-                      "fix the file at the line and column shown, then run 'gpuready check'")]
+                      "fix the file as the message says (at its line and column), or write it "
+                      "with 'gpuready setup'; then run 'gpuready check' again")]
     checks = [Check("config.toml parses", True, f"{files.config}: version {config.version}")]
     checks += check_config(config)
     checks += _manifest_checks(files, config, read)
@@ -275,9 +277,34 @@ def _cdi_checks(files: NodeFiles, read) -> list[Check]:
             f"{files.cdi_spec}: kind {kind!r}",
             f"set kind: {NVIDIA_CDI_KIND} (or regenerate with 'gpuready cdi generate --force')",
         ),
+        _cdi_loader_check(files.cdi_spec, read(files.cdi_spec)),
         check_file_content("cdi-keys.txt matches the spec", files.cdi_keys_txt,
                            cdi_keys_txt(spec), read),
     ]
+
+
+def _cdi_loader_check(path: Path, text: str) -> Check:
+    """The spec is one the CDI loader accepts (the same rules as ``gpuready cdi validate``)."""
+    from gpuready.cdi.document import parse_yaml
+    from gpuready.cdi.validate import validate_document
+
+    errors = [
+        problem
+        for problem in validate_document(parse_yaml(text, str(path)))
+        if problem.severity is Severity.ERROR
+    ]
+    if not errors:
+        return Check("CDI spec accepted by the CDI loader", True, f"{path}: valid")
+    first = errors[0]
+    where = f"{path}:{first.line}" if first.line else str(path)
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return Check(
+        "CDI spec accepted by the CDI loader",
+        False,
+        f"{where}: {first.key_path}: {first.message}{more}",
+        f"run 'gpuready cdi validate {path}' for every problem, or regenerate the spec with "
+        "'gpuready cdi generate --force'",
+    )
 
 
 def _toolkit_checks(files: NodeFiles, config: ConfigFacts, read) -> list[Check]:

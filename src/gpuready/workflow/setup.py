@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from gpuready.containerd import facts
 from gpuready.containerd.base import choose_base
 from gpuready.containerd.document import load_config_text
 from gpuready.containerd.register import RuntimeRequest, plan_registration
+from gpuready.fsio import backup_path
 from gpuready.kubernetes import runtimeclass
 from gpuready.plan import Plan
 from gpuready.workflow import contract
@@ -54,7 +56,17 @@ class SetupResult:
 
 
 def run_setup(options: SetupOptions) -> SetupResult:
-    """Run the eight steps in order and verify the result; writes nothing in a dry run."""
+    """Run the eight steps in order and verify the result; writes nothing in a dry run.
+
+    A real run first runs every step as a dry run, so that bad input (a broken base, an
+    unreadable CDI spec) stops it before the first file is written.
+    """
+    if not options.dry_run:
+        _run_steps(replace(options, dry_run=True))
+    return _run_steps(options)
+
+
+def _run_steps(options: SetupOptions) -> SetupResult:
     files = NodeFiles.under(options.root, options.toolkit_dir)
     staging = Staging(dry_run=options.dry_run)
     result = SetupResult(plans=staging.plans)
@@ -85,15 +97,33 @@ def _stage_and_register(
 
     plan = staging.edit(files.config, compute)
     result.notes.extend(plan.notes)
-    staged = "kept" if base.keeps_existing else "staged"
-    result.steps.append(Step(1, "base config", files.config, f"{staged} (base: {base.origin})"))
-    request = options.request
+    result.steps.append(Step(1, "base config", files.config, _staged(base, plan)))
     result.steps.append(Step(2, "runtime section", files.config, plan.summary))
-    result.steps.append(
-        Step(3, "runtime options", files.config,
-             f"BinaryName = {request.binary!r}, SystemdCgroup = {request.systemd_cgroup.value}")
+    config = contract.read_config_facts(
+        staging.read(files.config), files.config, options.request.name
     )
-    return contract.read_config_facts(staging.read(files.config), files.config, request.name)
+    options_table = facts.runtime_options(config.runtime)
+    written = ", ".join(
+        f"{key} = {_toml_value(options_table[key])}"
+        for key in ("BinaryName", "SystemdCgroup")
+        if key in options_table
+    )
+    result.steps.append(Step(3, "runtime options", files.config, written or "none"))
+    return config
+
+
+def _staged(base, plan: Plan) -> str:
+    if base.keeps_existing:
+        return f"kept (base: {base.origin})"
+    if plan.before is not None and plan.changes:
+        return f"replaced the existing file (base: {base.origin}; backup: {backup_path(plan.path)})"
+    return f"staged (base: {base.origin})"
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if not isinstance(value, str) else f'"{value}"'
 
 
 def _write_default(files, staging, result, config: contract.ConfigFacts) -> None:
