@@ -19,6 +19,11 @@ exit codes:
   0  every check passed
   1  at least one check failed (each failure says what to fix)
   2  bad usage
+
+examples:
+  gpuready check                          # the node itself
+  gpuready check --root /tmp/node         # a sandbox copy written by 'gpuready setup --root'
+  gpuready check --format json | jq .status
 """
 
 
