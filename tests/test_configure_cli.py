@@ -274,10 +274,14 @@ def test_crlf_and_bom_are_kept(tmp_path: Path) -> None:
 AS_NOBODY = """
 import os, sys
 sys.path.insert(0, {src!r})
-import tomlkit, yaml  # imported while still root: the interpreter's folder is root-only
-from gpuready.cli import main, cmd_configure
-from gpuready.containerd import configure, document, register, edit, installed
-from gpuready import fsio, textfile
+import importlib, pkgutil, tomlkit, yaml
+import gpuready
+from gpuready.cli import main
+# Import everything while still root: the interpreter's and the checkout's folders may be
+# readable by root alone.
+for module in pkgutil.walk_packages(gpuready.__path__, "gpuready."):
+    if module.name != "gpuready.__main__":
+        importlib.import_module(module.name)
 os.setgroups([])
 os.setresgid(65534, 65534, 65534)
 os.setresuid(65534, 65534, 65534)
