@@ -14,7 +14,6 @@ from gpuready.containerd.runc_options import (
     RUNTIME_BOOL_KEYS,
     bool_text,
     canonical_option,
-    is_runc,
     known_options,
     option_matches,
 )
@@ -22,6 +21,7 @@ from gpuready.containerd.versions import ConfigVersion, KeyPath, render_key_path
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext
+from gpuready.rules.shape import runs_runc
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def bool_strings(data: Mapping[str, Any], spec: ConfigVersion, *, major: int) ->
     )
     for name, entry in facts.runtimes(data, spec).items():
         scan(entry, spec.runtime_path(name), RUNTIME_BOOL_KEYS.__contains__)
-        if is_runc(entry):
+        if runs_runc(entry):
             scan(facts.runtime_options(entry), spec.options_path(name), _bool_option(major))
     return found
 
@@ -72,7 +72,7 @@ def misplaced_options(data: Mapping[str, Any], spec: ConfigVersion, *, major: in
     """runc options on the runtime table, and snake_case spellings inside ``options``."""
     moves: list[Move] = []
     for name, entry in facts.runtimes(data, spec).items():
-        if not is_runc(entry):
+        if not runs_runc(entry):
             continue
         for key, value in entry.items():
             field = canonical_option(key, major=major)
@@ -236,7 +236,7 @@ class UnknownOption(Rule):
         major = _semantics_major(ctx)
         fields = list(known_options(major=major))
         for name, entry in facts.runtimes(ctx.data, ctx.spec).items():
-            if not is_runc(entry):
+            if not runs_runc(entry):
                 continue
             for key in facts.runtime_options(entry):
                 if option_matches(key, major=major) or canonical_option(key, major=major):
