@@ -21,6 +21,7 @@ from gpuready.containerd.versions import ConfigVersion, KeyPath, render_key_path
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext
+from gpuready.rules.placement import foreign_runtimes
 from gpuready.rules.shape import runs_runc
 
 
@@ -53,10 +54,16 @@ def bool_strings(data: Mapping[str, Any], spec: ConfigVersion, *, major: int) ->
         spec.containerd_path,
         CONTAINERD_BOOL_KEYS.__contains__,
     )
-    for name, entry in facts.runtimes(data, spec).items():
-        scan(entry, spec.runtime_path(name), RUNTIME_BOOL_KEYS.__contains__)
+    runtimes = [
+        (spec.runtime_path(name), entry) for name, entry in facts.runtimes(data, spec).items()
+    ]
+    # A runtime at another version's path is not registered (wrong-version-path says so), but
+    # its strings would still break containers once it is moved where it belongs.
+    runtimes += foreign_runtimes(data, spec)
+    for path, entry in runtimes:
+        scan(entry, path, RUNTIME_BOOL_KEYS.__contains__)
         if runs_runc(entry):
-            scan(facts.runtime_options(entry), spec.options_path(name), _bool_option(major))
+            scan(facts.runtime_options(entry), (*path, "options"), _bool_option(major))
     return found
 
 
@@ -94,7 +101,9 @@ class BoolAsString(Rule):
 
     ## What it does
     Reports boolean settings of the runtime, its runc options and the CRI plugin whose value
-    is the string `"true"` or `"false"`.
+    is the string `"true"` or `"false"`, also in a runtime written at another config
+    version's path or under an unquoted header (which wrong-version-path or
+    unquoted-plugin-key reports as well: the string breaks containers once the table is moved).
 
     ## Why is this bad?
     TOML `"true"` is a string. containerd accepts the file and fails only when a container is
