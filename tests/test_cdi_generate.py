@@ -10,6 +10,7 @@ import sys
 import types
 from pathlib import Path
 
+import pytest
 import yaml
 
 from gpuready.cdi import generate
@@ -172,6 +173,35 @@ def test_inventory_mistake_names_the_field(tmp_path):
                        str(inventory), "-o", "-")
     assert code == 2
     assert "gpus[0].index" in err
+
+
+@pytest.mark.parametrize(
+    "name,text,expected",
+    [
+        ("node.yaml", "gpus:\n  - {index: 0\n", ":3:1: invalid YAML: expected ',' or '}'"),
+        ("node.json", '{"gpus": [}\n', ":1:11: invalid JSON: Expecting value"),
+        ("node.yaml", "gpus: [\u00ff]\n".encode("latin-1"), ":1:8: not UTF-8 text"),
+    ],
+    ids=["yaml", "json", "not-utf8"],
+)
+def test_unreadable_inventory_is_one_line_with_its_position(tmp_path, name, text, expected):
+    """A syntax error in an inventory names the file, line and column, as every reader does."""
+    inventory = tmp_path / name
+    if isinstance(text, bytes):
+        inventory.write_bytes(text)
+    else:
+        inventory.write_text(text)
+    code, out, err = cli("cdi", "generate", "--root", str(tmp_path), "--inventory",
+                         str(inventory), "-o", "-")
+    assert code == 2 and out == ""
+    assert f"{inventory}{expected}" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_inventory_that_is_a_folder_is_bad_input(tmp_path):
+    code, _, err = cli("cdi", "generate", "--root", str(tmp_path), "--inventory",
+                       str(tmp_path), "-o", "-")
+    assert code == 2 and f"{tmp_path}: is a directory, not a file" in err
 
 
 def test_type_index_strategy(tmp_path):

@@ -101,3 +101,29 @@ def test_missing_path_is_unreadable(tmp_path):
     result = scan([tmp_path / "nope.yaml"])
     assert len(result.unreadable) == 1
     assert "no such file" in result.unreadable[0].message()
+
+
+@pytest.mark.parametrize(
+    "content,code,status,verdict",
+    [
+        (_spec("nvidia.com/gpu", "0"), 0, "ok", "valid"),
+        (_spec("nvidia.com/gpu", "0", "0"), 1, "failed", "invalid"),
+        (None, 2, "error", "unreadable"),
+    ],
+    ids=["valid", "invalid", "unreadable"],
+)
+def test_json_status_is_the_one_every_command_uses(tmp_path, capsys, content, code, status,
+                                                   verdict):
+    """``status`` is ok/failed/error as for lint, doctor and check; ``verdict`` says why."""
+    import json
+
+    from tests.rules_support import run_cli
+
+    spec = tmp_path / "nvidia.yaml"
+    if content is not None:
+        spec.write_text(content)
+    exit_code, out, _ = run_cli(["cdi", "validate", "--format", "json", str(spec)], capsys)
+    report = json.loads(out)
+    assert (exit_code, report["status"], report["verdict"]) == (code, status, verdict)
+    exit_code, out, _ = run_cli(["cdi", "list", "--format", "json", str(spec)], capsys)
+    assert json.loads(out)["status"] == ("error" if content is None else "ok")

@@ -59,6 +59,18 @@ def test_kubelet_cgroup_driver_mismatch_points_at_the_runtime(tmp_path):
     assert "cgroupfs" in problems[0].message
 
 
+def test_kubelet_config_that_is_not_yaml_is_one_line_with_its_position(tmp_path, capsys):
+    root = node_sandbox(tmp_path)
+    kubelet = root / "var/lib/kubelet/config.yaml"
+    kubelet.write_text("kind: KubeletConfiguration\ncgroupDriver: [systemd\n")
+    code, out, err = run_cli(
+        ["doctor", "--root", str(root), "--containerd-version", "1.6.20"], capsys
+    )
+    assert code == 2 and out == ""
+    assert f"{kubelet}:3:1: invalid YAML: expected ',' or ']'" in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_relative_and_nested_imports_are_followed_once(tmp_path):
     root = node_sandbox(tmp_path)
     config = root / "etc/containerd/config.toml"

@@ -84,6 +84,27 @@ def test_v3_snippet_pasted_into_v2_file_is_found(tmp_path, node_root, capsys):
     assert "runtime-not-registered" not in out  # one cause, one report
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        '[plugins."io.containerd.cri.v1.runtime".containerd.runtimes.nvidia.options]',
+        "[plugins.io.containerd.grpc.v1.cri.containerd.runtimes.nvidia.options]",
+    ],
+    ids=["other-version-path", "unquoted-header"],
+)
+def test_string_bool_in_a_misplaced_runtime_is_reported_too(header, tmp_path, capsys):
+    path = tmp_path / "config.toml"
+    path.write_text(f'version = 2\n{header}\n  BinaryName = "/bin/sh"\n  SystemdCgroup = "true"\n')
+    code, out, _ = run_cli(["lint", "--root", str(tmp_path), str(path)], capsys)
+    assert code == 1
+    assert f"{path}:4:3: error bool-as-string: SystemdCgroup is the string 'true'" in out
+    placement = "wrong-version-path" if "cri.v1.runtime" in header else "unquoted-plugin-key"
+    assert f"{path}:2:" in out and f"error {placement}:" in out
+    code, out, _ = run_cli(["lint", "--fix", "--root", str(tmp_path), str(path)], capsys)
+    assert code == 0, out
+    assert "SystemdCgroup = true\n" in path.read_text()
+
+
 @pytest.mark.containerd
 @pytest.mark.parametrize(
     "old,new",

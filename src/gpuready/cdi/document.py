@@ -16,6 +16,7 @@ import yaml
 
 from gpuready.problems import Problem, Severity
 from gpuready.textfile import read_text
+from gpuready.yamlfile import yaml_error
 
 RULE_INVALID = "cdi-spec-invalid"
 Position = tuple[int, int]
@@ -120,9 +121,9 @@ def _no_duplicates(pairs: list[tuple[str, Any]], duplicates: list[str]) -> dict[
 
 
 def _yaml_syntax_problem(error: yaml.YAMLError, file: str) -> Problem:
-    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
-    reason = getattr(error, "problem", None) or str(error).splitlines()[0]
-    line = mark.line + 1 if mark else None
-    column = mark.column + 1 if mark else None
-    return Problem(RULE_INVALID, Severity.ERROR, f"invalid YAML: {reason}", file,
-                   line=line, column=column)
+    found = yaml_error(error, file)
+    line, column = found.line, found.column
+    mark = getattr(error, "context_mark", None)
+    if line is None and mark is not None:  # some errors know only where their context began
+        line, column = mark.line + 1, mark.column + 1
+    return Problem(RULE_INVALID, Severity.ERROR, found.reason, file, line=line, column=column)

@@ -28,6 +28,8 @@ import yaml
 
 from gpuready.cdi.names import device_name_problem
 from gpuready.errors import InputError
+from gpuready.textfile import read_text
+from gpuready.yamlfile import yaml_error
 
 DEFAULT_LIBRARY_DIR = "/usr/lib/x86_64-linux-gnu"
 CORE_LIBRARIES = ("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so")
@@ -100,14 +102,19 @@ def default_device_nodes(minor: int) -> tuple[str, ...]:
 
 def load_inventory(path: Path) -> InventoryFile:
     """Read and check an inventory file; every mistake is an InputError naming the field."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(path, getattr(error, "strerror", None) or str(error)) from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise InputError(path, f"not valid YAML or JSON: {error}".splitlines()[0]) from None
+    text = read_text(path)
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise InputError(
+                path, f"invalid JSON: {error.msg}", line=error.lineno, column=error.colno
+            ) from None
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise yaml_error(error, path) from None
     return parse_inventory(data, path)
 
 

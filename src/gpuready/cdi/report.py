@@ -28,16 +28,27 @@ def validation_exit_code(found: Scan) -> int:
     return ExitCode.OK
 
 
-def status(found: Scan) -> str:
+def verdict(found: Scan) -> str:
     """``valid``, ``invalid`` or ``unreadable``: the word for the exit code."""
     return {0: "valid", 1: "invalid", 2: "unreadable"}[validation_exit_code(found)]
 
 
+def status(found: Scan) -> str:
+    """``ok``, ``failed`` or ``error`` (unreadable input): the status every command reports."""
+    return {0: "ok", 1: "failed", 2: "error"}[validation_exit_code(found)]
+
+
 def render_validation(found: Scan, *, fmt: str = "text") -> str:
-    """The validation report as text (one line per problem) or JSON (always with a status)."""
+    """The validation report as text (one line per problem) or JSON (always with a status).
+
+    JSON ``status`` is ``ok``, ``failed`` (a spec the loader refuses) or ``error`` (unreadable
+    input), like every gpuready command; ``verdict`` says ``valid``, ``invalid`` or
+    ``unreadable``.
+    """
     if fmt == "json":
         return json.dumps({
             "status": status(found),
+            "verdict": verdict(found),
             "files": [str(spec.path) for spec in found.specs],
             "problems": [p.to_dict() for p in found.problems],
             "unreadable": [error.message() for error in found.unreadable],
@@ -65,7 +76,7 @@ def _summary(found: Scan) -> str:
     files = sum(1 for spec in found.specs if spec.kind or spec.problems)
     if not found.specs and not found.unreadable:
         return "no CDI spec files found"
-    return (f"{files} file(s), {len(found.devices)} device(s): {status(found)} "
+    return (f"{files} file(s), {len(found.devices)} device(s): {verdict(found)} "
             f"({counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s))")
 
 
@@ -73,7 +84,7 @@ def render_devices(found: Scan, *, fmt: str = "text") -> str:
     """The resolved devices, ``nvidia.com/gpu=0  /etc/cdi/nvidia.yaml``, in natural order."""
     devices = sorted(found.devices.values(), key=lambda d: natural_key(d.name))
     if fmt == "json":
-        return json.dumps({"status": "ok" if not found.unreadable else "unreadable",
+        return json.dumps({"status": "error" if found.unreadable else "ok",
                            "devices": [{"name": d.name, "file": str(d.file)} for d in devices]},
                           indent=2) + "\n"
     if not devices:

@@ -17,6 +17,11 @@ and *.yaml files directly inside, a later folder overriding an earlier one, and 
 in two files of one folder a conflict.
 
 exit codes: 0 every spec valid (warnings allowed), 1 a spec the loader refuses, 2 unreadable input
+
+examples:
+  gpuready cdi validate
+  gpuready cdi validate /etc/cdi/nvidia.yaml --format json
+  gpuready cdi validate --root /mnt/node-image
 """
 
 GENERATE_EPILOG = """\
@@ -34,6 +39,29 @@ Inventory file (YAML or JSON):
     - {index: 0, uuid: GPU-8f6c1a3e-0000-0000-0000-000000000000, minor: 0}
 
 Paths in the spec are the node's paths: --root only says where to look.
+
+examples:
+  gpuready cdi generate
+  gpuready cdi generate --gpus 8 --dry-run
+  gpuready cdi generate --inventory node.yaml --output - --format json
+  gpuready cdi generate --root /mnt/node-image --gpus 2 --no-hooks
+"""
+
+LIST_EPILOG = """\
+Without PATH, reads /etc/cdi then /var/run/cdi under --root.
+
+examples:
+  gpuready cdi list
+  gpuready cdi list /etc/cdi/nvidia.yaml --format json
+"""
+
+CDI_EPILOG = """\
+examples:
+  gpuready cdi validate
+  gpuready cdi generate --gpus 8 --dry-run
+  gpuready cdi list --root /mnt/node-image
+
+Run 'gpuready cdi ACTION --help' for each action's options.
 """
 
 
@@ -41,7 +69,7 @@ def register(subparsers) -> None:
     """Add ``cdi`` with its ``validate``, ``generate`` and ``list`` sub-commands."""
     parser = common.add_command(
         subparsers, "cdi", help="validate, generate and list CDI specs (no GPU needed)",
-        description=__doc__.split("\n\n", 1)[1])
+        description=__doc__.split("\n\n", 1)[1], epilog=CDI_EPILOG)
     actions = parser.add_subparsers(dest="cdi_command", metavar="ACTION")
     parser.set_defaults(handler=lambda args: _usage(parser))
     _register_validate(actions)
@@ -98,7 +126,7 @@ def _register_list(actions) -> None:
     parser = common.add_command(
         actions, "list", help="print the fully-qualified CDI devices and their files",
         description="Print the devices a runtime would find (nvidia.com/gpu=0), with the file "
-        "each comes from.", epilog="Without PATH, reads /etc/cdi then /var/run/cdi under --root.")
+        "each comes from.", epilog=LIST_EPILOG)
     common.add_root(parser)
     common.add_format(parser)
     parser.add_argument("paths", nargs="*", metavar="PATH", help="spec files or folders")

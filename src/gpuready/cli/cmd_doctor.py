@@ -18,6 +18,11 @@ The containerd release whose rules apply comes from --containerd-version, else f
 
 EPILOG = """\
 exit codes: 0 no error-level problem, 1 at least one, 2 usage error or unreadable input.
+
+examples:
+  gpuready doctor
+  gpuready doctor --root /mnt/node-image --containerd-version 1.7.20
+  gpuready doctor --runtimeclass runtimeclass.yaml --format json
 """
 
 

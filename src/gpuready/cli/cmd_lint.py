@@ -20,6 +20,12 @@ diff, and lints the result again.
 EPILOG = """\
 exit codes: 0 no error-level problem, 1 at least one, 2 usage error or unreadable file.
 Run 'gpuready rules' for the rule list and 'gpuready rules NAME' for one rule's explanation.
+
+examples:
+  gpuready lint
+  gpuready lint /etc/containerd/config.toml /etc/containerd/conf.d/nvidia.toml
+  gpuready lint --fix --dry-run
+  gpuready lint --ignore binary-missing --format sarif config.toml
 """
 
 

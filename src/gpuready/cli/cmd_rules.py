@@ -11,11 +11,22 @@ List every rule of 'gpuready lint' and 'gpuready doctor' with its default severi
 one rule: what it finds, why that breaks GPU pods, an example, and the fix.
 """
 
+EPILOG = """\
+examples:
+  gpuready rules
+  gpuready rules bool-as-string
+  gpuready rules --markdown > rules.md
+"""
+
 
 def register(subparsers) -> None:
     """Add the ``rules`` sub-command."""
     parser = add_command(
-        subparsers, "rules", help="list or explain the rules", description=DESCRIPTION
+        subparsers,
+        "rules",
+        help="list or explain the rules",
+        description=DESCRIPTION,
+        epilog=EPILOG,
     )
     parser.add_argument("name", nargs="?", metavar="NAME", help="the rule to explain")
     parser.add_argument(

@@ -19,6 +19,7 @@ from gpuready.containerd.versions import VERSIONS, ConfigVersion, KeyPath, rende
 from gpuready.errors import InputError
 from gpuready.problems import Problem, Severity
 from gpuready.rules.locate import Locator, Position
+from gpuready.textfile import without_bom
 
 
 @dataclass(frozen=True)
@@ -35,16 +36,18 @@ class FileContext:
     def __init__(self, path: Path, text: str, *, options: Options, display: str | None = None):
         self.path = path
         self.display = display or str(path)
-        self.text = text
+        # What the parsers see: containerd accepts a leading byte order mark, tomllib does not,
+        # and an editor does not show it, so lines and columns are those of the text without it.
+        self.text = without_bom(text)
         self.options = options
         self.semantics: Semantics | None = None
         self.syntax_error: InputError | None = None
         self.data: dict[str, Any] | None = None
         self._locator: Locator | None = None
         try:
-            self.data = tomllib.loads(text)
+            self.data = tomllib.loads(self.text)
         except tomllib.TOMLDecodeError as error:
-            self.syntax_error = toml_error(str(error), text, self.display)
+            self.syntax_error = toml_error(str(error), self.text, self.display)
 
     @property
     def has_version(self) -> bool:

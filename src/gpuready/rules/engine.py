@@ -144,18 +144,12 @@ def _kubelet_cgroup_driver(root: Path) -> tuple[str | None, str | None]:
         return None, None
     import yaml
 
-    from gpuready.errors import InputError
+    from gpuready.yamlfile import yaml_error
 
     try:
         data = yaml.safe_load(read_text(path))
     except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        raise InputError(
-            path,
-            f"invalid YAML: {getattr(error, 'problem', None) or error}",
-            line=mark.line + 1 if mark else None,
-            column=mark.column + 1 if mark else None,
-        ) from None
+        raise yaml_error(error, path) from None
     driver = data.get("cgroupDriver", "cgroupfs") if isinstance(data, dict) else None
     return (driver if isinstance(driver, str) else None), str(path)
 

@@ -11,7 +11,9 @@ Two kinds of edit, each the smallest that does the job:
   runtime-type-missing), which keeps comments and layout.
 
 Every step is checked by parsing the result with ``tomllib``; a step whose result would not
-parse (a table defined twice) is left undone and reported. The change is a
+parse (a table defined twice) is left undone and reported. The steps repeat until a pass
+changes nothing, so one run does all that a second run would. The text keeps its byte order
+mark and CRLF line endings (:func:`gpuready.textfile.restyle`). The change is a
 :class:`gpuready.plan.Plan` applied by :func:`gpuready.fsio.apply_plan` under the file's lock.
 """
 
@@ -35,8 +37,15 @@ from gpuready.rules.options import bool_strings as find_bool_strings
 from gpuready.rules.options import misplaced_options
 from gpuready.rules.placement import misplaced, unquoted_plugin_id
 from gpuready.rules.registry import REGISTRY
+from gpuready.textfile import restyle, without_bom
 
 FIXABLE = frozenset(name for name, rule in REGISTRY.items() if rule.fixable)
+
+
+# Each pass can uncover work for the next (a header quoted in one pass puts a runtime at a
+# path the next pass moves; a key fixed in one pass lets another key move). A few passes reach
+# the fixed point of any file; the bound only guards against a step that undoes another.
+MAX_PASSES = 5
 
 
 @dataclass
@@ -45,8 +54,9 @@ class FixResult:
 
     text: str
     cannot: list[str] = field(default_factory=list)
-    # The text once the headers are in place: problems inside a misplaced table show only then.
-    headers_fixed: str = ""
+    # The texts between the steps: problems inside a misplaced table show only once it has
+    # been moved into place, so they are counted as fixed from these.
+    stages: list[str] = field(default_factory=list)
 
 
 def _render(path: KeyPath, quote: str) -> str:
@@ -150,6 +160,26 @@ def _key_indent(table: Any) -> str | None:
     return None
 
 
+def _item(table: Any, key: str) -> Any:
+    """The tomlkit item of ``key`` in ``table``, with its comment where tomlkit keeps one."""
+    from tomlkit.container import Container
+
+    container = getattr(table, "value", None)
+    if isinstance(container, Container):
+        return container.item(key)
+    # A table written in parts (``[a.b]``, then ``[c]``, then ``[a]``) is a proxy over the
+    # parts; its values come without their comment.
+    return table.get(key)
+
+
+def _add(table: Any, key: str, item: Any) -> None:
+    """Add ``key`` to a table, or to a table written in parts (which has no ``add``)."""
+    if hasattr(table, "add"):
+        table.add(key, item)
+    else:
+        table[key] = item
+
+
 def _set(doc: Any, path: KeyPath, value: Any, *, like: Any = None) -> None:
     """Set ``path`` to ``value``, creating tables; a new key or table is indented like its
     siblings (containerd's default style), and ``like``'s comment is kept."""
@@ -160,7 +190,7 @@ def _set(doc: Any, path: KeyPath, value: Any, *, like: Any = None) -> None:
         if key not in parent:
             table = tomlkit.table()
             table.trivia.indent = _key_indent(parent) or ""
-            parent.add(key, table)
+            _add(parent, key, table)
         parent = parent[key]
     key = path[-1]
     if key in parent:
@@ -173,7 +203,7 @@ def _set(doc: Any, path: KeyPath, value: Any, *, like: Any = None) -> None:
     if like is not None and getattr(like, "trivia", None) and like.trivia.comment:
         item.trivia.comment_ws = like.trivia.comment_ws
         item.trivia.comment = like.trivia.comment
-    parent.add(key, item)
+    _add(parent, key, item)
     # tomlkit indents an added item by its table's indentation; set the final one afterwards
     item.trivia.indent = indent
 
@@ -198,7 +228,7 @@ def edit_values(result: FixResult, options: Options) -> None:
             )
             continue
         source_table = _node(doc, move.source[:-1])
-        original = source_table.value.item(move.source[-1])
+        original = _item(source_table, move.source[-1])
         del source_table[move.source[-1]]
         _set(doc, move.target, move.value, like=original)
     data = tomllib.loads(doc.as_string())
@@ -215,16 +245,34 @@ def edit_values(result: FixResult, options: Options) -> None:
 
 
 def fix_text(text: str, *, options: Options) -> FixResult:
-    """The repaired text of one config file (unchanged when nothing is certain to fix)."""
-    result = FixResult(text)
-    if _parses(text) is None:
+    """The repaired text of one config file (unchanged when nothing is certain to fix).
+
+    The passes repeat until one changes nothing, so a second run has nothing left to do. The
+    text keeps its byte order mark and, for a CRLF file, its line endings.
+    """
+    body = without_bom(text)
+    result = FixResult(body)
+    if _parses(body) is None:
         result.cannot.append("toml-syntax: the file is not valid TOML; correct it by hand first")
+        result.text = text
         return result
+    for _ in range(MAX_PASSES):
+        before = result.text
+        result.cannot = []
+        _fix_pass(result, options)
+        if result.text == before:
+            break
+    result.text = text if result.text == body else restyle(text, result.text)
+    return result
+
+
+def _fix_pass(result: FixResult, options: Options) -> None:
+    """One pass of every step: headers first (they move tables), then values."""
     quote_plugin_ids(result)
     move_runtimes(result, options)
-    result.headers_fixed = result.text
+    result.stages.append(result.text)
     edit_values(result, options)
-    return result
+    result.stages.append(result.text)
 
 
 def _fixable_counts(problems: Sequence[Problem]) -> Counter:
@@ -243,8 +291,9 @@ def plan_fix(path: Path, text: str, *, options: Options) -> tuple[Plan, FixResul
         return _fixable_counts(problems)
 
     before = found(text)
-    if result.headers_fixed not in ("", text):
-        before |= found(result.headers_fixed)  # what the moved tables held
+    for stage in dict.fromkeys(result.stages):
+        if stage != without_bom(text):
+            before |= found(stage)  # what the moved tables held, what a step uncovered
     fixed = before - found(result.text)
     summary = ", ".join(f"{rule} ×{count}" for rule, count in sorted(fixed.items()))
     plan = Plan(

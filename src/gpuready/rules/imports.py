@@ -71,17 +71,23 @@ def merge(
             if key == "version":
                 continue
             if key == "plugins" and isinstance(value, Mapping):
-                plugins = result.setdefault("plugins", {})
+                if not isinstance(result.get("plugins"), dict):
+                    result["plugins"] = {}  # a main file's odd ``plugins`` value is replaced
+                plugins = result["plugins"]
                 for plugin, table in value.items():
-                    if major == 1 or not isinstance(plugins.get(plugin), dict):
-                        lost = _lost(plugins.get(plugin), table)
+                    earlier = plugins.get(plugin)
+                    if major == 1 or not (
+                        isinstance(earlier, dict) and isinstance(table, Mapping)
+                    ):
+                        lost = _lost(earlier, table)
                         if lost and plugin in CRI_TABLES:
                             replaced.append((file, plugin, lost))
                         plugins[plugin] = copy.deepcopy(table)
                     else:
                         _deep_merge(plugins[plugin], table)
             elif key in APPENDED_KEYS and isinstance(value, list):
-                result[key] = [*result.get(key, []), *value]
+                earlier = result.get(key)
+                result[key] = [*(earlier if isinstance(earlier, list) else []), *value]
             elif isinstance(value, Mapping) and isinstance(result.get(key), dict):
                 _deep_merge(result[key], value)
             else:

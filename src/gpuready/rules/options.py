@@ -14,7 +14,6 @@ from gpuready.containerd.runc_options import (
     RUNTIME_BOOL_KEYS,
     bool_text,
     canonical_option,
-    is_runc,
     known_options,
     option_matches,
 )
@@ -22,6 +21,8 @@ from gpuready.containerd.versions import ConfigVersion, KeyPath, render_key_path
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext
+from gpuready.rules.placement import foreign_runtimes
+from gpuready.rules.shape import runs_runc
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,16 @@ def bool_strings(data: Mapping[str, Any], spec: ConfigVersion, *, major: int) ->
         spec.containerd_path,
         CONTAINERD_BOOL_KEYS.__contains__,
     )
-    for name, entry in facts.runtimes(data, spec).items():
-        scan(entry, spec.runtime_path(name), RUNTIME_BOOL_KEYS.__contains__)
-        if is_runc(entry):
-            scan(facts.runtime_options(entry), spec.options_path(name), _bool_option(major))
+    runtimes = [
+        (spec.runtime_path(name), entry) for name, entry in facts.runtimes(data, spec).items()
+    ]
+    # A runtime at another version's path is not registered (wrong-version-path says so), but
+    # its strings would still break containers once it is moved where it belongs.
+    runtimes += foreign_runtimes(data, spec)
+    for path, entry in runtimes:
+        scan(entry, path, RUNTIME_BOOL_KEYS.__contains__)
+        if runs_runc(entry):
+            scan(facts.runtime_options(entry), (*path, "options"), _bool_option(major))
     return found
 
 
@@ -72,7 +79,7 @@ def misplaced_options(data: Mapping[str, Any], spec: ConfigVersion, *, major: in
     """runc options on the runtime table, and snake_case spellings inside ``options``."""
     moves: list[Move] = []
     for name, entry in facts.runtimes(data, spec).items():
-        if not is_runc(entry):
+        if not runs_runc(entry):
             continue
         for key, value in entry.items():
             field = canonical_option(key, major=major)
@@ -94,7 +101,9 @@ class BoolAsString(Rule):
 
     ## What it does
     Reports boolean settings of the runtime, its runc options and the CRI plugin whose value
-    is the string `"true"` or `"false"`.
+    is the string `"true"` or `"false"`, also in a runtime written at another config
+    version's path or under an unquoted header (which wrong-version-path or
+    unquoted-plugin-key reports as well: the string breaks containers once the table is moved).
 
     ## Why is this bad?
     TOML `"true"` is a string. containerd accepts the file and fails only when a container is
@@ -236,7 +245,7 @@ class UnknownOption(Rule):
         major = _semantics_major(ctx)
         fields = list(known_options(major=major))
         for name, entry in facts.runtimes(ctx.data, ctx.spec).items():
-            if not is_runc(entry):
+            if not runs_runc(entry):
                 continue
             for key in facts.runtime_options(entry):
                 if option_matches(key, major=major) or canonical_option(key, major=major):

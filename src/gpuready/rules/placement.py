@@ -114,6 +114,26 @@ def has_fully_qualified_plugins(data: Mapping[str, Any]) -> list[str]:
     return [key for key in plugins(data) if "." in key]
 
 
+def foreign_runtimes(
+    data: Mapping[str, Any], spec: ConfigVersion
+) -> Iterator[tuple[KeyPath, Mapping[str, Any]]]:
+    """``(path, table)`` of every runtime written where this version does not read runtimes:
+    another version's CRI table, or a header whose plugin ID is not quoted."""
+    seen: set[KeyPath] = {spec.runtimes_path}
+    for plugin in CRI_TABLES:
+        for table in (("plugins", plugin), ("plugins", *plugin.split("."))):
+            path = (*table, "containerd", "runtimes")
+            if path in seen:
+                continue
+            seen.add(path)
+            runtimes = facts.lookup(data, path)
+            if not isinstance(runtimes, Mapping):
+                continue
+            for name, entry in runtimes.items():
+                if isinstance(entry, Mapping):
+                    yield (*path, name), entry
+
+
 def runtime_written_elsewhere(data: Mapping[str, Any], spec: ConfigVersion, name: str) -> bool:
     """True when runtime ``name`` is in the file, but not where this version reads it.
 

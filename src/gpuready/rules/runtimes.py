@@ -18,6 +18,7 @@ from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext
 from gpuready.rules.placement import runtime_written_elsewhere
+from gpuready.rules.shape import disabled_cri_plugins, runtime_type
 
 
 def file_runtimes(ctx: FileContext) -> dict[str, Mapping[str, Any]]:
@@ -171,11 +172,11 @@ class RuntimeTypeDeprecated(Rule):
         severity = Severity.ERROR if ctx.semantics and ctx.semantics.major >= 2 else None
         for name, entry in file_runtimes(ctx).items():
             path = ctx.spec.runtime_path(name)
-            runtime_type = entry.get("runtime_type")
-            if runtime_type in DEPRECATED_RUNTIME_TYPES:
+            written = runtime_type(entry)
+            if written in DEPRECATED_RUNTIME_TYPES:
                 yield ctx.report(
                     self,
-                    f"runtime {name!r} uses the deprecated runtime_type {runtime_type!r} "
+                    f"runtime {name!r} uses the deprecated runtime_type {written!r} "
                     "(removed in containerd 2.0)",
                     (*path, "runtime_type"),
                     severity=severity,
@@ -417,7 +418,7 @@ class CriDisabled(Rule):
     scope = Scope.CONFIG
 
     def check(self, ctx: ConfigContext) -> Iterator[Problem]:
-        disabled = facts.disabled_cri_plugins(ctx.data)
+        disabled = disabled_cri_plugins(ctx.data)
         if disabled:
             yield ctx.report(
                 self,
@@ -426,3 +427,4 @@ class CriDisabled(Rule):
                 ("disabled_plugins",),
                 fix=f"remove {', '.join(repr(d) for d in disabled)} from disabled_plugins",
             )
+

@@ -11,6 +11,7 @@ from gpuready.rules.context import FileContext
 from gpuready.rules.placement import (
     has_fully_qualified_plugins,
     misplaced,
+    plugins,
     unquoted_plugin_id,
 )
 
@@ -226,7 +227,7 @@ class UnquotedPluginKey(Rule):
     fixable = True
 
     def check(self, ctx: FileContext) -> Iterator[Problem]:
-        if ctx.data is None or "io" not in ctx.data.get("plugins", {}):
+        if ctx.data is None or "io" not in plugins(ctx.data):
             return
         headers = [h for h in ctx.locator.headers if unquoted_plugin_id(h.path)]
         for header in headers:
