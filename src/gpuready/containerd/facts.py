@@ -55,7 +55,7 @@ def disabled_cri_plugins(data: Mapping[str, Any]) -> list[str]:
     disabled = data.get("disabled_plugins", [])
     if not isinstance(disabled, list):
         return []
-    return [item for item in disabled if item in CRI_PLUGIN_IDS]
+    return [item for item in disabled if isinstance(item, str) and item in CRI_PLUGIN_IDS]
 
 
 def imports(data: Mapping[str, Any]) -> list[str]:

@@ -101,9 +101,14 @@ def option_matches(key: str, *, major: int) -> bool:
 
 
 def is_runc(entry: dict) -> bool:
-    """True when a runtime entry uses the runc shim (or names no type, which defaults to it)."""
+    """True when a runtime entry uses the runc shim (or names no type, which defaults to it).
+
+    A ``runtime_type`` that is not a string (valid TOML, refused by containerd) is not runc.
+    """
     runtime_type = entry.get("runtime_type")
-    return not runtime_type or runtime_type in RUNC_RUNTIME_TYPES
+    if not runtime_type:
+        return True
+    return isinstance(runtime_type, str) and runtime_type in RUNC_RUNTIME_TYPES
 
 
 def bool_text(value: object) -> bool | None:

@@ -14,6 +14,7 @@ from gpuready.containerd.runc_options import (
     RUNTIME_BOOL_KEYS,
     bool_text,
     canonical_option,
+    is_runc,
     known_options,
     option_matches,
 )
@@ -22,7 +23,6 @@ from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext
 from gpuready.rules.placement import foreign_runtimes
-from gpuready.rules.shape import runs_runc
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def bool_strings(data: Mapping[str, Any], spec: ConfigVersion, *, major: int) ->
     runtimes += foreign_runtimes(data, spec)
     for path, entry in runtimes:
         scan(entry, path, RUNTIME_BOOL_KEYS.__contains__)
-        if runs_runc(entry):
+        if is_runc(entry):
             scan(facts.runtime_options(entry), (*path, "options"), _bool_option(major))
     return found
 
@@ -79,7 +79,7 @@ def misplaced_options(data: Mapping[str, Any], spec: ConfigVersion, *, major: in
     """runc options on the runtime table, and snake_case spellings inside ``options``."""
     moves: list[Move] = []
     for name, entry in facts.runtimes(data, spec).items():
-        if not runs_runc(entry):
+        if not is_runc(entry):
             continue
         for key, value in entry.items():
             field = canonical_option(key, major=major)
@@ -245,7 +245,7 @@ class UnknownOption(Rule):
         major = _semantics_major(ctx)
         fields = list(known_options(major=major))
         for name, entry in facts.runtimes(ctx.data, ctx.spec).items():
-            if not runs_runc(entry):
+            if not is_runc(entry):
                 continue
             for key in facts.runtime_options(entry):
                 if option_matches(key, major=major) or canonical_option(key, major=major):

@@ -18,7 +18,7 @@ from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext
 from gpuready.rules.placement import runtime_written_elsewhere
-from gpuready.rules.shape import disabled_cri_plugins, runtime_type
+from gpuready.rules.shape import runtime_type
 
 
 def file_runtimes(ctx: FileContext) -> dict[str, Mapping[str, Any]]:
@@ -418,7 +418,7 @@ class CriDisabled(Rule):
     scope = Scope.CONFIG
 
     def check(self, ctx: ConfigContext) -> Iterator[Problem]:
-        disabled = disabled_cri_plugins(ctx.data)
+        disabled = facts.disabled_cri_plugins(ctx.data)
         if disabled:
             yield ctx.report(
                 self,
