@@ -10,6 +10,7 @@ from gpuready.cdi.validate import Scan, discover, scan
 from gpuready.errors import ExitCode
 from gpuready.paths import under_root
 from gpuready.problems import Problem, Severity, has_errors
+from gpuready.reporting.text import location
 
 
 def scan_for(root: str, paths: Sequence[str]) -> Scan:
@@ -61,13 +62,9 @@ def render_validation(found: Scan, *, fmt: str = "text") -> str:
 
 def problem_line(problem: Problem) -> str:
     """``file:line:column: severity: field: message [rule]`` with a fix hint when there is one."""
-    where = problem.file
-    if problem.line is not None:
-        where += f":{problem.line}"
-        if problem.column is not None:
-            where += f":{problem.column}"
     field = f"{problem.key_path}: " if problem.key_path else ""
-    text = f"{where}: {problem.severity.value}: {field}{problem.message} [{problem.rule}]"
+    severity = problem.severity.value
+    text = f"{location(problem)}: {severity}: {field}{problem.message} [{problem.rule}]"
     return text + (f"\n    fix: {problem.fix}" if problem.fix else "")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -40,8 +41,12 @@ def choose_base(*, root: Path, config_path: Path, base: Path | None) -> BaseSour
     return BaseSource(shipped_base(), "gpuready's built-in base (config version 2)")
 
 
+@functools.cache
 def containerd_config_default() -> str | None:
-    """The output of ``containerd config default``, or None when containerd is not installed."""
+    """The output of ``containerd config default``, or None when containerd is not installed.
+
+    Asked once per process: ``setup`` checks its steps in a dry run before it writes.
+    """
     binary = shutil.which("containerd")
     if binary is None:
         return None

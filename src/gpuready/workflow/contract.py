@@ -7,7 +7,6 @@ gives a wrong report and a failed check, never a constant that merely looks righ
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -250,23 +249,24 @@ def contract_checks(
                       "with 'gpuready setup'; then run 'gpuready check' again")]
     checks = [Check("config.toml parses", True, f"{files.config}: version {config.version}")]
     checks += check_config(config)
-    checks += _manifest_checks(files, config, read)
-    checks += _cdi_checks(files, read)
-    checks += _toolkit_checks(files, config, read)
-    return checks
-
-
-def _manifest_checks(files: NodeFiles, config: ConfigFacts, read) -> list[Check]:
     try:
         manifest = load_mapping(read(files.runtimeclass), files.runtimeclass)
     except InputError as error:
-        return [Check("RuntimeClass readable", False, error.message(), "run 'gpuready setup'")]
-    return check_runtimeclass(manifest, config)
+        manifest = {}
+        checks.append(
+            Check("RuntimeClass readable", False, error.message(), "run 'gpuready setup'")
+        )
+    else:
+        checks += check_runtimeclass(manifest, config)
+    checks += _cdi_checks(files, read)
+    checks += _toolkit_checks(files, config, read, handler=manifest.get("handler"))
+    return checks
 
 
 def _cdi_checks(files: NodeFiles, read) -> list[Check]:
     try:
-        spec = load_mapping(read(files.cdi_spec), files.cdi_spec)
+        text = read(files.cdi_spec)
+        spec = load_mapping(text, files.cdi_spec)
     except InputError as error:
         return [Check("CDI spec readable", False, error.message(), "run 'gpuready cdi generate'")]
     kind = spec.get("kind")
@@ -277,7 +277,7 @@ def _cdi_checks(files: NodeFiles, read) -> list[Check]:
             f"{files.cdi_spec}: kind {kind!r}",
             f"set kind: {NVIDIA_CDI_KIND} (or regenerate with 'gpuready cdi generate --force')",
         ),
-        _cdi_loader_check(files.cdi_spec, read(files.cdi_spec)),
+        _cdi_loader_check(files.cdi_spec, text),
         check_file_content("cdi-keys.txt matches the spec", files.cdi_keys_txt,
                            cdi_keys_txt(spec), read),
     ]
@@ -307,10 +307,9 @@ def _cdi_loader_check(path: Path, text: str) -> Check:
     )
 
 
-def _toolkit_checks(files: NodeFiles, config: ConfigFacts, read) -> list[Check]:
-    handler: object = None
-    with contextlib.suppress(InputError):  # an unreadable manifest is its own failed check
-        handler = load_mapping(read(files.runtimeclass), files.runtimeclass).get("handler")
+def _toolkit_checks(
+    files: NodeFiles, config: ConfigFacts, read, *, handler: object
+) -> list[Check]:
     return [
         check_file_content("default.txt matches config.toml", files.default_txt,
                            default_txt(config), read),
