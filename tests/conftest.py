@@ -16,6 +16,23 @@ from tests.harness.standin import write_standin
 from tests.helpers import BUSYBOX, PROBE_IMAGE, nvidia_runtime, require
 
 
+def pytest_addoption(parser) -> None:
+    """``--slow`` runs the long fuzz, kill and load tests (marked ``slow``); CI runs without it."""
+    parser.addoption(
+        "--slow", action="store_true", default=False, help="also run tests marked slow"
+    )
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Deselect tests marked ``slow`` unless ``--slow`` was given (CI lists no skips for them)."""
+    if config.getoption("--slow"):
+        return
+    slow = [item for item in items if "slow" in item.keywords]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if "slow" not in item.keywords]
+
+
 @pytest.fixture(scope="session")
 def probe_archive(tmp_path_factory) -> Path:
     """An OCI archive of the busybox pause stand-in, named as the lab's sandbox_image."""
