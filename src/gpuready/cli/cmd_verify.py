@@ -15,8 +15,9 @@ runtime_type, BinaryName and SystemdCgroup, the default runtime, enable_cdi. A r
 not live means containerd was not restarted or reads another file; gpuready says which.
 
 With --probe, start a throw-away pod sandbox through the handler (host network, no CNI needed),
-the way the kubelet starts a pod with that RuntimeClass, report what containerd said, and stop and
-remove it again, also on Ctrl-C or timeout. No GPU is needed.
+the way the kubelet starts a pod with that RuntimeClass, check that containerd decoded the runtime
+type, BinaryName and SystemdCgroup the config intends for it (a sandbox that came up through plain
+runc fails), and stop and remove it again, also on Ctrl-C or timeout. No GPU is needed.
 """
 
 EPILOG = """\
@@ -150,8 +151,16 @@ def _show(value) -> str:
     return str(value)
 
 
+def _decoded(decoded, field_name: str) -> str:
+    if not decoded.known:
+        return "unknown"
+    shown = _show(decoded.value)
+    return f"{shown} (as {decoded.key})" if decoded.key not in (None, field_name) else shown
+
+
 def runtime_table(report) -> list[str]:
-    """The live handler table: name, runtime_type, BinaryName, SystemdCgroup."""
+    """The live handler table: name, runtime_type, and BinaryName and SystemdCgroup as the
+    running containerd decodes them for the shim (``(as binaryName)`` for another spelling)."""
     rows = [("HANDLER", "RUNTIME_TYPE", "BINARYNAME", "SYSTEMDCGROUP")]
     for name, runtime in sorted(report.runtimes.items()):
         marker = " (default)" if name == report.default_runtime_name else ""
@@ -159,8 +168,8 @@ def runtime_table(report) -> list[str]:
             (
                 name + marker,
                 runtime.runtime_type or "-",
-                _show(runtime.options.get("BinaryName")),
-                _show(runtime.options.get("SystemdCgroup")),
+                _decoded(runtime.field("BinaryName"), "BinaryName"),
+                _decoded(runtime.field("SystemdCgroup"), "SystemdCgroup"),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -190,6 +199,8 @@ def text_lines(report) -> list[str]:
     if report.probe:
         probe = report.probe
         outcome = "ok" if probe.ok and probe.removed else "failed"
+        if outcome == "ok" and probe.proof == "unreadable":
+            outcome = "unproven"
         cleanup = "; removed" if probe.removed else f"; {probe.cleanup_error}"
         lines.append(f"{'probe':<8}{outcome}: {probe.message} ({probe.seconds:g}s){cleanup}")
     lines.append(f"status: {'ok' if report.ok else 'failed'}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuready.errors import UsageError
-from gpuready.rules import node, options, runtimes, structure
+from gpuready.rules import keys, node, options, runtimes, structure
 from gpuready.rules.base import Rule
 
 _RULES: tuple[Rule, ...] = (
@@ -14,11 +14,15 @@ _RULES: tuple[Rule, ...] = (
     structure.VersionUnsupported(),
     structure.UnquotedPluginKey(),
     structure.WrongVersionPath(),
+    keys.UnknownKey(),
+    keys.MovedKey(),
     runtimes.RuntimeNotRegistered(),
     runtimes.RuntimeTypeMissing(),
     runtimes.RuntimeTypeDeprecated(),
     options.BoolAsString(),
     options.OptionOutsideOptions(),
+    options.OptionSpelling(),
+    options.OptionSpelledTwice(),
     options.UnknownOption(),
     options.DeprecatedSystemdCgroup(),
     runtimes.BinaryPathRelative(),
