@@ -12,7 +12,9 @@ from pathlib import Path
 
 from gpuready.containerd.document import read_text
 from gpuready.containerd.semantics import Semantics, choose
-from gpuready.paths import CDI_DIRS, CONTAINERD_CONFIG, KUBELET_CONFIG, TOOLKIT_DIR, under_root
+from gpuready.owners.detect import Detection, detect
+from gpuready.owners.state import OwnerState
+from gpuready.paths import CDI_DIRS, KUBELET_CONFIG, TOOLKIT_DIR, under_root
 from gpuready.problems import Problem, has_errors
 from gpuready.rules.base import Scope
 from gpuready.rules.context import (
@@ -98,10 +100,15 @@ def doctor(
     config_path: Path | None = None,
     runtimeclass_paths: Sequence[Path] = (),
     containerd_version: str | None = None,
+    detection: Detection | None = None,
 ) -> Report:
-    """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet."""
+    """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet.
+
+    The main config is ``config_path``, else the one the node's owner makes containerd read.
+    """
     root = options.root
-    main_path = config_path or under_root(root, CONTAINERD_CONFIG)
+    detection = detection or detect(root)
+    main_path = config_path or under_root(root, detection.owner.config)
     main = FileContext(main_path, read_text(main_path), options=options)
     semantics = choose(
         flag=containerd_version,
@@ -113,7 +120,8 @@ def doctor(
     for file in files:
         file.semantics = semantics
         problems += _run(Scope.FILE, file, selected)
-    node = NodeContext(options=options, config=None, files=files, missing_imports=missing)
+    node = NodeContext(options=options, config=None, files=files, missing_imports=missing,
+                       ownership=OwnerState(root, detection, main_path))
     kubelet_file = None
     if all(f.data is not None for f in files) and main.spec is not None:
         data, node.replaced_tables = merge(files, major=semantics.major)
