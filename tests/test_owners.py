@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.containerd import facts
+from gpuready.node import Node
 from gpuready.owners.detect import detect
 from gpuready.owners.table import OWNERS
 from gpuready.owners.template import parse_template, render
@@ -67,7 +68,7 @@ def test_every_owner_row_cites_its_sources_and_has_a_fixture():
 def test_doctor_names_the_owner_and_its_files(fixture, tmp_path):
     owner, config, _ = CASES[fixture]
     root = node(tmp_path, fixture)
-    assert detect(root).owner.name == owner
+    assert detect(Node(root)).owner.name == owner
     result = run_cli("doctor", "--root", str(root), "--containerd-version", "2.1")
     first = result.out.splitlines()[0]
     assert first.startswith("owner: ") and f"({owner}):" in first, result.out

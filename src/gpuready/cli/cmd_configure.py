@@ -118,10 +118,12 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.containerd.configure import ConfigureRequest
     from gpuready.errors import UsageError
     from gpuready.fsio import apply_plan, backup_path, locked
+    from gpuready.node import Node
     from gpuready.owners.configure import plan_for_owner
 
     if args.set_as_default and not args.confirm_every_pod_uses_it:
         raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
+    node = Node(args.root)
     detection = common.detect_owner(args)
     request = ConfigureRequest(
         runtime=runtime_request(args),
@@ -130,13 +132,14 @@ def run(args: argparse.Namespace) -> int:
     )
 
     def plan():
-        return plan_for_owner(detection, root=Path(args.root), request=request, force=args.force,
+        return plan_for_owner(detection, node=node, request=request, force=args.force,
                               config=Path(args.config) if args.config else None)
 
     owned = plan()
-    with locked(owned.target):  # plan again under the lock: the file may have changed meanwhile
+    with locked(owned.target, node=node):  # plan again under the lock: it may have changed
         owned = plan()
-        written = False if args.dry_run or owned.plan is None else apply_plan(owned.plan)
+        written = False if args.dry_run or owned.plan is None else apply_plan(owned.plan,
+                                                                               node=node)
     report = {
         "status": "ok",
         "owner": detection.owner.name,

@@ -115,7 +115,7 @@ def options_from(args: argparse.Namespace):
     from gpuready.cli.common import detect_owner
     from gpuready.cri.verify import VerifyOptions
     from gpuready.errors import UsageError
-    from gpuready.paths import under_root
+    from gpuready.node import Node
 
     if not args.live:
         raise UsageError("verify needs --live (it asks the running containerd)")
@@ -126,7 +126,7 @@ def options_from(args: argparse.Namespace):
     # The socket is the node's own path: --root only says where to read files.
     return VerifyOptions(
         address=args.address or f"unix://{owner.socket}",
-        config_path=Path(args.config) if args.config else under_root(root, owner.config),
+        config_path=Path(args.config) if args.config else Node(root).path(owner.config),
         root=root,
         runtime_name=args.runtime_name,
         handler=args.runtime_handler or args.runtime_name,

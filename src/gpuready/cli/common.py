@@ -81,8 +81,7 @@ def add_distribution(parser: argparse.ArgumentParser) -> None:
 
 def detect_owner(args: argparse.Namespace):
     """The :class:`~gpuready.owners.detect.Detection` for ``--root`` and ``--distribution``."""
-    from pathlib import Path
-
+    from gpuready.node import Node
     from gpuready.owners.detect import detect
 
-    return detect(Path(args.root), distribution=args.distribution)
+    return detect(Node(args.root), distribution=args.distribution)

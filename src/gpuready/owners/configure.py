@@ -19,12 +19,11 @@ from gpuready.containerd.configure import ConfigureRequest, plan_configure
 from gpuready.containerd.document import ConfigFile, load_config, load_config_text
 from gpuready.containerd.versions import render_key_path, spec_of
 from gpuready.errors import InputError
+from gpuready.node import FileKind, Node
 from gpuready.owners.detect import Detection
 from gpuready.owners.table import EditKind, Owner
 from gpuready.owners.template import GoTemplate, new_template, parse_template, render
-from gpuready.paths import under_root
 from gpuready.plan import Plan
-from gpuready.textfile import read_text
 
 
 @dataclass(frozen=True)
@@ -51,7 +50,7 @@ class OwnerPlan:
 def plan_for_owner(
     detection: Detection,
     *,
-    root: Path,
+    node: Node,
     request: ConfigureRequest,
     force: bool = False,
     config: Path | None = None,
@@ -59,40 +58,42 @@ def plan_for_owner(
     """The registration for the node's owner (``config`` edits that file in place instead)."""
     owner = detection.owner
     if config is not None:
-        return _in_place(owner, config, request, notes=_explicit_config_notes(owner, config, root))
-    path = under_root(root, owner.config)
+        return _in_place(owner, config, request, notes=_explicit_config_notes(owner, config, node),
+                         node=node)
+    path = node.path(owner.config)
     if owner.edit in (EditKind.INVENTORY, EditKind.OPERATOR):
         if force:
-            return _in_place(owner, path, request, notes=(
+            return _in_place(owner, path, request, node=node, notes=(
                 f"--force: {path} is rewritten {owner.regenerated}; this edit lasts until then",))
-        return _advice(owner, root, request)
+        return _advice(owner, node, request)
     planner = {
-        EditKind.IN_PLACE: lambda: _in_place(owner, path, request),
-        EditKind.TEMPLATE_FILE: lambda: _template_file(owner, root, request),
-        EditKind.GO_TEMPLATE: lambda: _go_template(owner, root, request),
-        EditKind.DROP_IN: lambda: _drop_in(owner, root, request),
+        EditKind.IN_PLACE: lambda: _in_place(owner, path, request, node=node),
+        EditKind.TEMPLATE_FILE: lambda: _template_file(owner, node, request),
+        EditKind.GO_TEMPLATE: lambda: _go_template(owner, node, request),
+        EditKind.DROP_IN: lambda: _drop_in(owner, node, request),
     }[owner.edit]
     return planner()
 
 
-def _explicit_config_notes(owner: Owner, config: Path, root: Path) -> tuple[str, ...]:
-    if owner.owns_runtime_config or config != under_root(root, owner.config):
+def _explicit_config_notes(owner: Owner, config: Path, node: Node) -> tuple[str, ...]:
+    if owner.owns_runtime_config or config != node.path(owner.config):
         return ()
     return (f"{config} is rewritten by {owner.name} {owner.regenerated}: this edit will not last "
             f"('gpuready configure' without --config writes where {owner.name} reads)",)
 
 
 def _in_place(
-    owner: Owner, path: Path, request: ConfigureRequest, *, notes: tuple[str, ...] = ()
+    owner: Owner, path: Path, request: ConfigureRequest, *, node: Node,
+    notes: tuple[str, ...] = ()
 ) -> OwnerPlan:
-    plan = plan_configure(load_config(path), request)
+    plan = plan_configure(load_config(path, node=node), request)
     return OwnerPlan(owner, path, plan, notes=notes + plan.notes)
 
 
-def _template_file(owner: Owner, root: Path, request: ConfigureRequest) -> OwnerPlan:
+def _template_file(owner: Owner, node: Node, request: ConfigureRequest) -> OwnerPlan:
     """MicroK8s: its template is TOML with ${VARS} in strings; edit it like a config."""
-    template = under_root(root, owner.edit_paths[0])
-    plan = plan_configure(load_config(template), request)
+    template = node.path(owner.edit_paths[0])
+    plan = plan_configure(load_config(template, node=node), request)
     note = (f"{owner.name} writes {owner.config} from {template.name} at its next start "
             f"({owner.apply})")
     return OwnerPlan(owner, template, plan, notes=plan.notes + (note,))
@@ -101,12 +102,12 @@ def _template_file(owner: Owner, root: Path, request: ConfigureRequest) -> Owner
 # ---- k3s / RKE2 ------------------------------------------------------------------------------
 
 
-def template_target(owner: Owner, root: Path, generated: ConfigFile | None) -> Path:
+def template_target(owner: Owner, node: Node, generated: ConfigFile | None) -> Path:
     """The template the owner reads: the first that exists (k3s reads config-v3.toml.tmpl first),
     else the one for the generated config's version (3: config-v3.toml.tmpl)."""
-    v3, v2 = (under_root(root, p) for p in owner.edit_paths)
+    v3, v2 = (node.path(p) for p in owner.edit_paths)
     for candidate in (v3, v2):
-        if candidate.is_file():
+        if node.is_file(candidate):
             return candidate
     version = generated.data.get("version") if generated else None
     return v3 if version == 3 else v2
@@ -118,11 +119,11 @@ def template_version(target: Path) -> int:
     return 3 if target.name.startswith("config-v3") else 2
 
 
-def _go_template(owner: Owner, root: Path, request: ConfigureRequest) -> OwnerPlan:
-    generated_path = under_root(root, owner.config)
-    generated = load_config(generated_path) if generated_path.is_file() else None
-    target = template_target(owner, root, generated)
-    before = read_text(target) if target.is_file() else None
+def _go_template(owner: Owner, node: Node, request: ConfigureRequest) -> OwnerPlan:
+    generated_path = node.path(owner.config)
+    generated = load_config(generated_path, node=node) if node.is_file(generated_path) else None
+    target = template_target(owner, node, generated)
+    before = node.read_text(target, kind=FileKind.CONFIG) if node.is_file(target) else None
     template = parse_template(before, target) if before is not None else None
     if template is not None and not template.has_base:
         plan = plan_configure(load_config_text(template.body, target), request)
@@ -133,7 +134,8 @@ def _go_template(owner: Owner, root: Path, request: ConfigureRequest) -> OwnerPl
     own = _owner_added_runtime(owner, generated, body, version, request.runtime.name)
     if own is not None:
         return OwnerPlan(owner, target, Plan(target, before or "", before or "", own))
-    planned = _plan_body(body, version, target, request)
+    offset = (template.prefix + template.action).count("\n") if template else 0
+    planned = _plan_body(body, version, target, request, offset=offset)
     after = (template.text(planned.after) if template else new_template(planned.after.lstrip("\n")))
     plan = Plan(target, before, after if planned.changes else (before or ""), planned.summary,
                 planned.notes)
@@ -149,25 +151,21 @@ def _render_note(owner: Owner, target: Path) -> str:
             f"({owner.apply})")
 
 
-def _plan_body(body: str, version: int, target: Path, request: ConfigureRequest) -> Plan:
+def _plan_body(
+    body: str, version: int, target: Path, request: ConfigureRequest, *, offset: int
+) -> Plan:
     """Plan the edit of a template body as a config of ``version`` (a version line is added for
     the planning and taken off again: the base config already has one)."""
     header = f"version = {version}\n"
     try:
         config = load_config_text(header + body, target)
     except InputError as error:  # positions are the template's: one line less than planned
-        line = error.line - 1 + _body_line(target) if error.line else None
+        line = error.line - 1 + offset if error.line else None
         raise InputError(target, error.reason, line=line, column=error.column) from None
     planned = plan_configure(config, request)
     if not planned.after.startswith(header):
         raise InputError(target, "the template body sets its own version; remove it")
     return Plan(target, body, planned.after[len(header):], planned.summary, planned.notes)
-
-
-def _body_line(target: Path) -> int:
-    text = read_text(target) if target.is_file() else ""
-    template = parse_template(text, target)
-    return (template.prefix + template.action).count("\n") + 1
 
 
 def _owner_added_runtime(
@@ -202,31 +200,32 @@ def _check_rendered(text: str, target: Path, generated: ConfigFile, version: int
 # ---- k0s -------------------------------------------------------------------------------------
 
 
-def _drop_in(owner: Owner, root: Path, request: ConfigureRequest) -> OwnerPlan:
-    folder = under_root(root, owner.edit_paths[0])
+def _drop_in(owner: Owner, node: Node, request: ConfigureRequest) -> OwnerPlan:
+    folder = node.path(owner.edit_paths[0])
     name = request.runtime.name
     notes = (f"k0s imports {folder}/*.toml; a drop-in with a CRI plugin section is merged into its "
              "CRI config, and imports inside a drop-in are not followed (k0sproject/k0s#6547); "
              f"{owner.apply}",)
-    existing = _drop_in_with_runtime(folder, name)
+    existing = _drop_in_with_runtime(node, folder, name)
     target = existing or folder / f"{name}.toml"
-    if target.is_file():
-        plan = plan_configure(load_config(target), request)
+    if node.is_file(target):
+        plan = plan_configure(load_config(target, node=node), request)
         return OwnerPlan(owner, target, plan, notes=plan.notes + notes)
-    main = under_root(root, owner.config)
-    version = load_config(main).data.get("version", 2) if main.is_file() else 2
+    main = node.path(owner.config)
+    version = (load_config(main, node=node).data.get("version", 2) if node.is_file(main)
+               else 2)
     planned = plan_configure(load_config_text(f"version = {version}\n", target), request)
     plan = Plan(target, None, planned.after, f"{planned.summary} in drop-in {target.name}",
                 planned.notes)
     return OwnerPlan(owner, target, plan, notes=plan.notes + notes)
 
 
-def _drop_in_with_runtime(folder: Path, name: str) -> Path | None:
-    if not folder.is_dir():
+def _drop_in_with_runtime(node: Node, folder: Path, name: str) -> Path | None:
+    if not node.is_dir(folder):
         return None
-    for path in sorted(folder.glob("*.toml")):
+    for path in node.glob(folder / "*.toml"):
         try:
-            config = load_config(path)
+            config = load_config(path, node=node)
             if facts.runtime(config.data, spec_of(config.data, path=path), name) is not None:
                 return path
         except InputError:
@@ -237,12 +236,12 @@ def _drop_in_with_runtime(folder: Path, name: str) -> Path | None:
 # ---- kubespray and the GPU Operator: values, not edits ----------------------------------------
 
 
-def _advice(owner: Owner, root: Path, request: ConfigureRequest) -> OwnerPlan:
-    path = under_root(root, owner.config)
+def _advice(owner: Owner, node: Node, request: ConfigureRequest) -> OwnerPlan:
+    path = node.path(owner.config)
     if owner.edit is EditKind.OPERATOR:
-        drop_in = under_root(root, owner.edit_paths[0])
-        path = drop_in if drop_in.is_file() else path
-    config = load_config(path)
+        drop_in = node.path(owner.edit_paths[0])
+        path = drop_in if node.is_file(drop_in) else path
+    config = load_config(path, node=node)
     present = facts.runtime(config.data, spec_of(config.data, path=path), request.runtime.name)
     edited = load_config_text(plan_configure(config, request).after, path)
     entry = facts.runtime(edited.data, spec_of(edited.data, path=path), request.runtime.name)
@@ -294,11 +293,13 @@ def operator_values(request: ConfigureRequest) -> str:
     ])
 
 
-def owner_template(owner: Owner, root: Path) -> GoTemplate | None:
+def owner_template(owner: Owner, node: Node) -> GoTemplate | None:
     """The owner's template as parsed (None when it has none, or none is on the node)."""
     if owner.edit is not EditKind.GO_TEMPLATE:
         return None
-    generated_path = under_root(root, owner.config)
-    generated = load_config(generated_path) if generated_path.is_file() else None
-    target = template_target(owner, root, generated)
-    return parse_template(read_text(target), target) if target.is_file() else None
+    generated_path = node.path(owner.config)
+    generated = load_config(generated_path, node=node) if node.is_file(generated_path) else None
+    target = template_target(owner, node, generated)
+    if not node.is_file(target):
+        return None
+    return parse_template(node.read_text(target, kind=FileKind.CONFIG), target)

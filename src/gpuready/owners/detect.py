@@ -8,10 +8,10 @@ evidence, so ``doctor`` can say what it found and why, and the other owners that
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
+from gpuready.errors import InputError
+from gpuready.node import FileKind, Node
 from gpuready.owners.table import OWNERS, PLAIN, Marker, Owner, owner_named
-from gpuready.paths import under_root
 
 # A marker that looks inside a file reads at most this much of it: the signatures are in the
 # first lines, and a hostile or huge file must not cost more.
@@ -63,34 +63,33 @@ class Detection:
         }
 
 
-def marker_found(root: Path, marker: Marker) -> bool:
-    """True when the marker's file is under ``root`` (and holds its text, when it names one)."""
-    path = under_root(root, marker.path)
+def marker_found(node: Node, marker: Marker) -> bool:
+    """True when the marker's file is on the node (and holds its text, when it names one)."""
+    path = node.path(marker.path)
     if marker.contains is None:
-        return path.exists()
-    if not path.is_file():
+        return node.lexists(path)
+    if not node.is_file(path):
         return False
     try:
-        with path.open("rb") as handle:
-            head = handle.read(MARKER_READ_LIMIT)
-    except OSError:
+        head = node.read_bytes(path, kind=FileKind.CONFIG)[:MARKER_READ_LIMIT]
+    except InputError:  # too large, unreadable: not the owner's file as it writes it
         return False
     return marker.contains.encode() in head
 
 
-def evidence_for(root: Path, owner: Owner) -> tuple[str, ...]:
+def evidence_for(node: Node, owner: Owner) -> tuple[str, ...]:
     """What on the node points at ``owner`` (empty when nothing does)."""
     return tuple(
-        f"{marker.why}: {marker.path}" for marker in owner.markers if marker_found(root, marker)
+        f"{marker.why}: {marker.path}" for marker in owner.markers if marker_found(node, marker)
     )
 
 
-def detect(root: Path, *, distribution: str | None = None, engine: str = "containerd") -> Detection:
-    """The owner of ``engine`` on the node under ``root``; ``distribution`` overrides the search."""
+def detect(node: Node, *, distribution: str | None = None, engine: str = "containerd") -> Detection:
+    """The owner of ``engine`` on ``node``; ``distribution`` overrides the search."""
     found = [
         (owner, evidence)
         for owner in OWNERS
-        if owner.engine == engine and (evidence := evidence_for(root, owner))
+        if owner.engine == engine and (evidence := evidence_for(node, owner))
     ]
     if distribution and distribution != "auto":
         chosen = owner_named(distribution)

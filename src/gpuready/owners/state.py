@@ -15,9 +15,10 @@ from gpuready.containerd import facts
 from gpuready.containerd.document import load_config, load_config_text
 from gpuready.containerd.versions import spec_of
 from gpuready.errors import InputError
+from gpuready.node import FileKind, Node
 from gpuready.owners.detect import Detection
 from gpuready.owners.table import OWNERS, EditKind, Owner
-from gpuready.paths import KUBELET_CONFIG, under_root
+from gpuready.paths import KUBELET_CONFIG
 
 FLAG = re.compile(r"--container-runtime-endpoint[= ]+(\S+)")
 # MicroK8s's args files name snap folders by variable (canonical/microk8s default-args/kubelet).
@@ -53,11 +54,10 @@ def socket_path(endpoint: str) -> PurePosixPath:
     return PurePosixPath(endpoint.removeprefix("unix://"))
 
 
-def _flag_endpoint(path: Path) -> str | None:
+def _flag_endpoint(node: Node, path: Path) -> str | None:
     try:
-        with path.open("rb") as handle:
-            text = handle.read(FLAG_READ_LIMIT).decode("utf-8", errors="replace")
-    except OSError:
+        text = node.read_bytes(path, kind=FileKind.NODE_FACT).decode("utf-8", errors="replace")
+    except InputError:
         return None
     match = FLAG.search(text)
     if match is None:
@@ -68,16 +68,16 @@ def _flag_endpoint(path: Path) -> str | None:
     return (words[0] if words else match.group(1)).strip("\"'")
 
 
-def kubelet_endpoint(root: Path, detection: Detection) -> KubeletEndpoint | None:
+def kubelet_endpoint(node: Node, detection: Detection) -> KubeletEndpoint | None:
     """The kubelet's ``containerRuntimeEndpoint`` (its config file), else the flag in the files
     the owners keep kubelet flags in; None when neither sets it."""
-    config = under_root(root, KUBELET_CONFIG)
-    if config.is_file():
+    config = node.path(KUBELET_CONFIG)
+    if node.is_file(config):
         from gpuready.yamlfile import load_mapping
 
         try:
-            data = load_mapping(config.read_text(encoding="utf-8", errors="replace"), config)
-        except InputError:
+            data = load_mapping(node.read_text(config, kind=FileKind.MANIFEST), config)
+        except InputError:  # doctor reports an unreadable kubelet config itself
             data = {}
         value = data.get("containerRuntimeEndpoint")
         if isinstance(value, str) and value:
@@ -85,36 +85,36 @@ def kubelet_endpoint(root: Path, detection: Detection) -> KubeletEndpoint | None
     owners = (detection.owner, *(owner for owner in OWNERS if owner is not detection.owner))
     for owner in owners:
         for node_path in owner.kubelet_flag_files:
-            path = under_root(root, node_path)
-            value = _flag_endpoint(path) if path.is_file() else None
+            path = node.path(node_path)
+            value = _flag_endpoint(node, path) if node.is_file(path) else None
             if value:
                 return KubeletEndpoint(socket_path(value), path, "--container-runtime-endpoint")
     return None
 
 
-def installations(root: Path) -> list[Installation]:
+def installations(node: Node) -> list[Installation]:
     """Every containerd binary the owner table knows of that is on the node."""
     found: dict[PurePosixPath, list[Owner]] = {}
     for owner in OWNERS:
         for binary in owner.binaries:
-            if under_root(root, binary).exists() or under_root(root, binary).is_symlink():
+            if node.lexists(node.path(binary)):
                 found.setdefault(binary, []).append(owner)
     return [Installation(binary, tuple(owners)) for binary, owners in found.items()]
 
 
-def _runtimes_of(path: Path, *, version: int | None = None) -> dict[str, Mapping[str, Any]]:
+def _runtimes_of(
+    node: Node, path: Path, *, version: int | None = None
+) -> dict[str, Mapping[str, Any]]:
     """The runtimes a config file (or a template body of ``version``) registers ({} if bad)."""
     try:
         if version is None:
-            config = load_config(path)
+            config = load_config(path, node=node)
         else:
             from gpuready.owners.template import parse_template
-            from gpuready.textfile import read_text
 
-            template = parse_template(read_text(path), path)
-            body = template.body if template.has_base else template.body
+            template = parse_template(node.read_text(path, kind=FileKind.CONFIG), path)
             header = f"version = {version}\n" if template.has_base else ""
-            config = load_config_text(header + body, path)
+            config = load_config_text(header + template.body, path)
         return facts.runtimes(config.data, spec_of(config.data, path=path))
     except InputError:
         return {}
@@ -124,7 +124,7 @@ def _runtimes_of(path: Path, *, version: int | None = None) -> dict[str, Mapping
 class OwnerState:
     """The owner's files on one node, as the ownership rules need them."""
 
-    root: Path
+    node: Node
     detection: Detection
     checked_config: Path
     _cache: dict = field(default_factory=dict)
@@ -137,14 +137,14 @@ class OwnerState:
     @property
     def generated(self) -> Path:
         """The config the owner makes containerd read."""
-        return under_root(self.root, self.owner.config)
+        return self.node.path(self.owner.config)
 
     @cached_property
     def generated_runtimes(self) -> dict[str, Mapping[str, Any]]:
         """The runtimes in that config (for k0s: in its CRI config, where drop-ins land)."""
         if self.owner.edit is EditKind.DROP_IN:
-            return _runtimes_of(under_root(self.root, self.owner.edit_paths[1]))
-        return _runtimes_of(self.generated) if self.generated.is_file() else {}
+            return _runtimes_of(self.node, self.node.path(self.owner.edit_paths[1]))
+        return _runtimes_of(self.node, self.generated) if self.node.is_file(self.generated) else {}
 
     @cached_property
     def inputs(self) -> list[tuple[Path, dict[str, Mapping[str, Any]]]]:
@@ -153,16 +153,16 @@ class OwnerState:
         if owner.edit is EditKind.GO_TEMPLATE:
             from gpuready.owners.configure import template_version
 
-            return [(path, _runtimes_of(path, version=template_version(path)))
-                    for path in (under_root(self.root, p) for p in owner.edit_paths)
-                    if path.is_file()][:1]
+            return [(path, _runtimes_of(self.node, path, version=template_version(path)))
+                    for path in (self.node.path(p) for p in owner.edit_paths)
+                    if self.node.is_file(path)][:1]
         if owner.edit is EditKind.TEMPLATE_FILE:
-            path = under_root(self.root, owner.edit_paths[0])
-            return [(path, _runtimes_of(path))] if path.is_file() else []
+            path = self.node.path(owner.edit_paths[0])
+            return [(path, _runtimes_of(self.node, path))] if self.node.is_file(path) else []
         if owner.edit is EditKind.DROP_IN:
-            folder = under_root(self.root, owner.edit_paths[0])
-            files = sorted(folder.glob("*.toml")) if folder.is_dir() else []
-            return [(path, _runtimes_of(path)) for path in files]
+            folder = self.node.path(owner.edit_paths[0])
+            files = self.node.glob(folder / "*.toml") if self.node.is_dir(folder) else []
+            return [(path, _runtimes_of(self.node, path)) for path in files]
         return []
 
     def input_runtimes(self) -> set[str]:
@@ -172,9 +172,9 @@ class OwnerState:
     @cached_property
     def kubelet(self) -> KubeletEndpoint | None:
         """The kubelet's CRI endpoint, when configured on the node."""
-        return kubelet_endpoint(self.root, self.detection)
+        return kubelet_endpoint(self.node, self.detection)
 
     @cached_property
     def installations(self) -> list[Installation]:
         """The containerd binaries on the node."""
-        return installations(self.root)
+        return installations(self.node)

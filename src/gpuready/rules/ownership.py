@@ -13,20 +13,21 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gpuready.containerd import facts
+from gpuready.errors import InputError
+from gpuready.node import FileKind, Node
 from gpuready.owners.state import OwnerState
 from gpuready.owners.table import EditKind, Owner
-from gpuready.paths import under_root
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import NodeContext, plain_problem
 
 
-def _runtime_line(path: Path, name: str) -> tuple[int | None, int | None]:
+def _runtime_line(node: Node, path: Path, name: str) -> tuple[int | None, int | None]:
     """Line and column of the runtime's table header in ``path`` (None when not found)."""
     pattern = re.compile(rf"^(\s*)\[.*runtimes\.[\"']?{re.escape(name)}[\"']?\]")
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        lines = node.read_text(path, kind=FileKind.CONFIG).splitlines()
+    except InputError:
         return None, None
     for number, line in enumerate(lines, 1):
         match = pattern.match(line)
@@ -50,12 +51,13 @@ def _hand_added(state: OwnerState, name: str) -> Path | None:
     if owner.edit is EditKind.DROP_IN:
         from gpuready.owners.state import _runtimes_of
 
-        main = _runtimes_of(state.generated) if state.generated.is_file() else {}
+        main = (_runtimes_of(state.node, state.generated)
+                if state.node.is_file(state.generated) else {})
         if name in state.input_runtimes():
             return None
         if name in main:
             return state.generated
-        return under_root(state.root, owner.edit_paths[1]) if entry else None
+        return state.node.path(owner.edit_paths[1]) if entry else None
     if entry is None or name in state.input_runtimes():
         return None
     if owner.edit is EditKind.GO_TEMPLATE and _owner_shape(entry):
@@ -129,7 +131,7 @@ class ConfigRegenerated(Rule):
         path = _hand_added(state, name)
         if path is None:
             return
-        line, column = _runtime_line(path, name)
+        line, column = _runtime_line(ctx.options.node, path, name)
         owner = state.owner
         yield plain_problem(
             self,
@@ -200,7 +202,7 @@ class OwnerTemplateStale(Rule):
                 if current is not None and _comparable(current) == _comparable(entry):
                     continue
                 state_text = "lacks it" if current is None else "has it with other settings"
-                line, column = _runtime_line(path, name)
+                line, column = _runtime_line(ctx.options.node, path, name)
                 yield plain_problem(
                     self,
                     f"{path.name} registers runtime {name!r}, but the config "
@@ -338,7 +340,7 @@ class MultipleContainerd(Rule):
         yield plain_problem(
             self,
             f"{len(parts)} containerd installations: {'; '.join(parts)}; {talks}",
-            file=str(under_root(state.root, state.installations[0].binary)),
+            file=str(state.node.path(state.installations[0].binary)),
             fix="remove or disable the containerd the kubelet does not use; configure the one "
             "it does (--distribution NAME)",
         )
