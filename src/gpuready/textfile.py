@@ -1,4 +1,7 @@
-"""Reading the text files gpuready checks: every failure a one-line error naming the file."""
+"""Turning the bytes gpuready reads into text: every failure a one-line error naming the file.
+
+Files are read through :class:`gpuready.node.Node`, which bounds and checks them first.
+"""
 
 from __future__ import annotations
 
@@ -6,21 +9,6 @@ import re
 from pathlib import Path
 
 from gpuready.errors import InputError
-
-
-def read_text(path: Path) -> str:
-    """The file's text; missing, unreadable, or binary files raise :class:`InputError`."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a file") from None
-    except PermissionError:
-        raise InputError(path, "permission denied") from None
-    except OSError as error:
-        raise InputError(path, error.strerror or str(error)) from None
-    return decode(raw, path)
 
 
 def decode(raw: bytes, path: Path | str) -> str:

@@ -110,3 +110,25 @@ def add_dry_run(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print what would change as a unified diff and write nothing",
     )
+
+
+def add_distribution(parser: argparse.ArgumentParser) -> None:
+    """``--distribution``: who owns containerd on the node, instead of detecting it."""
+    from gpuready.owners.table import BY_NAME
+
+    parser.add_argument(
+        "--distribution",
+        default="auto",
+        choices=("auto", *BY_NAME),
+        metavar="NAME",
+        help="who owns containerd on the node: auto (detect from its files, the default), "
+        + ", ".join(BY_NAME),
+    )
+
+
+def detect_owner(args: argparse.Namespace):
+    """The :class:`~gpuready.owners.detect.Detection` for ``--root`` and ``--distribution``."""
+    from gpuready.node import Node
+    from gpuready.owners.detect import detect
+
+    return detect(Node(args.root), distribution=args.distribution)

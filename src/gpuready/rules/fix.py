@@ -34,7 +34,7 @@ from gpuready.problems import Problem
 from gpuready.rules.context import FileContext, Options
 from gpuready.rules.locate import Header, Locator
 from gpuready.rules.options import bool_strings as find_bool_strings
-from gpuready.rules.options import misplaced_options
+from gpuready.rules.options import misplaced_options, respelled_options
 from gpuready.rules.placement import misplaced, unquoted_plugin_id
 from gpuready.rules.registry import REGISTRY
 from gpuready.textfile import restyle, without_bom
@@ -218,7 +218,8 @@ def edit_values(result: FixResult, options: Options) -> None:
     major = 2 if (file.version or 1) >= 3 else 1
     doc = tomlkit.parse(result.text)
     data = file.data
-    for move in misplaced_options(data, file.spec, major=major):
+    moves = misplaced_options(data, file.spec, major=major)
+    for move in moves + respelled_options(data, file.spec, major=major):
         existing = facts.lookup(data, move.target)
         if existing is not None and move.source != move.target and existing != move.value:
             result.cannot.append(
