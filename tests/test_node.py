@@ -79,12 +79,11 @@ def test_a_link_to_a_device_inside_the_root_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_file_over_its_kinds_limit_is_refused(tmp_path: Path) -> None:
-    big = tmp_path / "config.toml"
-    big.write_bytes(b"#" * (FileKind.CONFIG.limit + 1))
-    with pytest.raises(InputError, match="larger than the 1024 KiB gpuready reads for a "
-                       "containerd config"):
-        Node(tmp_path).read_bytes(big, kind=FileKind.CONFIG)
-    assert len(Node(tmp_path).read_bytes(big, kind=FileKind.CDI_SPEC)) == big.stat().st_size
+    big = tmp_path / "nvidia.yaml"
+    big.write_bytes(b"#" * (FileKind.CDI_SPEC.limit + 1))
+    with pytest.raises(InputError, match="larger than the 512 KiB gpuready reads for a CDI spec"):
+        Node(tmp_path).read_bytes(big, kind=FileKind.CDI_SPEC)
+    assert len(Node(tmp_path).read_bytes(big, kind=FileKind.CONFIG)) == big.stat().st_size
 
 
 def test_a_proc_file_of_unknown_size_is_read_up_to_the_limit() -> None:

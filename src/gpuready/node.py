@@ -31,13 +31,13 @@ _MIB = 1024 * 1024
 class FileKind(enum.Enum):
     """What a file is, and how large gpuready lets it be (bytes).
 
-    The limits are far above anything real (a containerd config is a few KiB, a CDI spec for a
-    node with many MIG devices a few hundred KiB) and low enough that parsing the largest file
-    allowed takes well under a second and little memory.
+    The limits are far above anything real (a containerd config is a few KiB; a CDI spec for 255
+    GPUs is 26 KiB, and 512 KiB hold about 5000 devices) and low enough that reading and
+    checking the largest file allowed takes about two seconds of CPU and little memory.
     """
 
     CONFIG = ("containerd config", 1 * _MIB)
-    CDI_SPEC = ("CDI spec", 4 * _MIB)
+    CDI_SPEC = ("CDI spec", _MIB // 2)
     MANIFEST = ("Kubernetes manifest", 1 * _MIB)
     INVENTORY = ("inventory", 1 * _MIB)
     TOOLKIT = ("toolkit file", 1 * _MIB)
