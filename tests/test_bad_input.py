@@ -280,3 +280,30 @@ def test_configure_does_not_copy_values_of_the_wrong_type(tmp_path):
     runtimes = tomllib.loads(config.read_text())["plugins"]["io.containerd.grpc.v1.cri"][
         "containerd"]["runtimes"]
     assert runtimes["nvidia"]["runtime_type"] == "io.containerd.runc.v2"
+
+
+def test_a_spec_just_under_the_size_limit_is_checked_within_the_bounds(tmp_path):
+    """The size limit is set so that the largest spec allowed costs little: about 5000 devices,
+    checked in well under 5 s of CPU (CPU time, as other work may share this machine)."""
+    import yaml
+
+    from gpuready.node import FileKind
+
+    generated = run_measured("cdi", "generate", "--gpus", "255", "--no-hooks", "-o", "-")
+    spec = yaml.safe_load(generated.out)
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    devices = spec["devices"]
+
+    def with_copies(copies: int) -> str:
+        named = [dict(device, name=f"{device['name']}-{copy}")
+                 for copy in range(copies) for device in devices]
+        return yaml.dump({**spec, "devices": named}, Dumper=dumper, sort_keys=False)
+
+    one, two = len(with_copies(1).encode()), len(with_copies(2).encode())
+    copies = (int(FileKind.CDI_SPEC.limit * 0.95) - (2 * one - two)) // (two - one)
+    path = _write(tmp_path / "nvidia.yaml", with_copies(copies))
+    assert path.stat().st_size > FileKind.CDI_SPEC.limit * 0.8
+    result = run_measured("cdi", "validate", str(path))
+    assert result.code == 0, result.out + result.err
+    assert result.cpu_seconds < MAX_SECONDS, f"{result.cpu_seconds:.1f} s of CPU"
+    assert result.peak_rss_mb < MAX_RSS_MB, f"{result.peak_rss_mb:.0f} MB"
