@@ -34,6 +34,8 @@ examples:
   gpuready configure --dry-run
   gpuready configure --config /etc/containerd/config.toml --runtime-name nvidia
   gpuready configure --enable-cdi --format json
+  gpuready configure --engine docker --reload      # /etc/docker/daemon.json, then SIGHUP dockerd
+  gpuready configure --engine crio                 # /etc/crio/crio.conf.d/99-nvidia.toml
 """
 
 SET_AS_DEFAULT_REFUSAL = """\
@@ -77,6 +79,16 @@ def register(subparsers) -> None:
         action="store_true",
         help="confirm --set-as-default: every pod on the node will use the NVIDIA runtime",
     )
+    parser.add_argument(
+        "--reload",
+        action="store_true",
+        help="with --engine docker: send dockerd SIGHUP and check through its API that it "
+        "loaded the runtime (dockerd reloads runtimes without a restart)",
+    )
+    from gpuready.cli.engine_cli import add_docker_address, add_engine
+
+    add_engine(parser)
+    add_docker_address(parser)
     common.add_dry_run(parser)
     common.add_format(parser)
     parser.set_defaults(handler=run)
@@ -107,12 +119,18 @@ def run(args: argparse.Namespace) -> int:
     """Plan the edit under the file's lock, then show it (dry run) or apply it."""
     from pathlib import Path
 
+    from gpuready.cli import engine_cli
     from gpuready.containerd.configure import ConfigureRequest, plan_configure
     from gpuready.containerd.document import load_config
     from gpuready.errors import UsageError
     from gpuready.fsio import apply_plan, backup_path, locked
     from gpuready.paths import CONTAINERD_CONFIG, under_root
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.configure(args, engine)
+    if args.reload:
+        raise UsageError("--reload is for --engine docker: restart containerd to load the change")
     if args.set_as_default and not args.confirm_every_pod_uses_it:
         raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
     path = Path(args.config) if args.config else under_root(args.root, CONTAINERD_CONFIG)
@@ -165,5 +183,5 @@ def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> Non
     print(f"{report['file']}: {prefix}{report['summary']}{state}")
     for note in report["notes"]:
         print(f"note: {note}")
-    if report["written"]:
+    if report["written"] and report["backup"]:
         print(f"backup of the original: {report['backup']}")

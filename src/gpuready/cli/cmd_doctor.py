@@ -23,6 +23,8 @@ examples:
   gpuready doctor
   gpuready doctor --root /mnt/node-image --containerd-version 1.7.20
   gpuready doctor --runtimeclass runtimeclass.yaml --format json
+  gpuready doctor --engine docker
+  gpuready doctor --engine crio --root /mnt/node-image
 """
 
 
@@ -53,6 +55,10 @@ def register(subparsers) -> None:
         "/root/toolkit/runtimeclass.yaml under --root when present)",
     )
     add_rule_selection(parser)
+    from gpuready.cli.engine_cli import add_docker_version, add_engine
+
+    add_engine(parser)
+    add_docker_version(parser)
     parser.set_defaults(handler=run)
 
 
@@ -60,12 +66,16 @@ def run(args: argparse.Namespace) -> int:
     """Check the node; return the exit code."""
     from pathlib import Path
 
+    from gpuready.cli import engine_cli
     from gpuready.errors import ExitCode
     from gpuready.reporting import render
     from gpuready.rules import selection
     from gpuready.rules.context import Options
     from gpuready.rules.engine import doctor
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.lint(args, engine, doctor=True)
     selected = selection(select=args.select, ignore=args.ignore)
     report = doctor(
         options=Options(runtime_name=args.runtime_name, root=Path(args.root)),

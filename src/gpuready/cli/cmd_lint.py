@@ -26,6 +26,8 @@ examples:
   gpuready lint /etc/containerd/config.toml /etc/containerd/conf.d/nvidia.toml
   gpuready lint --fix --dry-run
   gpuready lint --ignore binary-missing --format sarif config.toml
+  gpuready lint --engine docker /etc/docker/daemon.json
+  gpuready lint --engine crio                 # crio.conf and crio.conf.d/*, read together
 """
 
 
@@ -78,6 +80,10 @@ def register(subparsers) -> None:
         "--fix", action="store_true", help="repair what can be repaired without guessing"
     )
     add_dry_run(parser)
+    from gpuready.cli.engine_cli import add_docker_version, add_engine
+
+    add_engine(parser)
+    add_docker_version(parser)
     parser.set_defaults(handler=run)
 
 
@@ -85,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     """Lint (and with --fix repair) the files; return the exit code."""
     from pathlib import Path
 
+    from gpuready.cli import engine_cli
     from gpuready.errors import ExitCode, UsageError
     from gpuready.paths import CONTAINERD_CONFIG, under_root
     from gpuready.reporting import render
@@ -92,6 +99,9 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.rules.context import Options
     from gpuready.rules.engine import lint_paths
 
+    engine = engine_cli.engine_name(args, config=args.files[0] if args.files else None)
+    if engine != "containerd":
+        return engine_cli.lint(args, engine, doctor=False)
     selected = selection(select=args.select, ignore=args.ignore)
     options = Options(runtime_name=args.runtime_name, root=Path(args.root))
     paths = [Path(f) for f in args.files] or [under_root(args.root, CONTAINERD_CONFIG)]
