@@ -124,7 +124,8 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.containerd.document import load_config
     from gpuready.errors import UsageError
     from gpuready.fsio import apply_plan, backup_path, locked
-    from gpuready.paths import CONTAINERD_CONFIG, under_root
+    from gpuready.node import Node
+    from gpuready.paths import CONTAINERD_CONFIG
 
     engine = engine_cli.engine_name(args, config=args.config)
     if engine != "containerd":
@@ -133,15 +134,16 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--reload is for --engine docker: restart containerd to load the change")
     if args.set_as_default and not args.confirm_every_pod_uses_it:
         raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
-    path = Path(args.config) if args.config else under_root(args.root, CONTAINERD_CONFIG)
+    node = Node(args.root)
+    path = Path(args.config) if args.config else node.path(CONTAINERD_CONFIG)
     request = ConfigureRequest(
         runtime=runtime_request(args),
         enable_cdi=args.enable_cdi,
         set_as_default=args.set_as_default,
     )
-    with locked(path):
-        plan = plan_configure(load_config(path), request)
-        written = False if args.dry_run else apply_plan(plan)
+    with locked(path, node=node):
+        plan = plan_configure(load_config(path, node=node), request)
+        written = False if args.dry_run else apply_plan(plan, node=node)
     report = {
         "status": "ok",
         "file": str(path),
