@@ -65,7 +65,8 @@ def crio_case(name: str, which: str, tmp_path: Path):
     root = tmp_path / which
     shutil.copytree(CASES / name / which, root)
     _executables(root)
-    return lint_crio(node_paths(root), options=Options(root=root), selected=ALL_RULES).problems
+    options = Options(root=root)
+    return lint_crio(node_paths(options.node), options=options, selected=ALL_RULES).problems
 
 
 def crio_marked(name: str) -> set[tuple[str, int]]:

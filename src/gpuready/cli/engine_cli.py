@@ -71,7 +71,8 @@ def configure(args: argparse.Namespace, name: str) -> int:
     if args.systemd_cgroup != "true":
         notes.append(f"--systemd-cgroup applies to containerd only; {engine.facts.title} "
                      "keeps its own cgroup driver")
-    return _apply(args, engine, lambda path: engine.plan_add_runtime(path, change), notes)
+    return _apply(args, engine,
+                  lambda path, node: engine.plan_add_runtime(path, change, node=node), notes)
 
 
 def unconfigure(args: argparse.Namespace, name: str) -> int:
@@ -80,17 +81,20 @@ def unconfigure(args: argparse.Namespace, name: str) -> int:
 
     engine = get(name)
     return _apply(args, engine,
-                  lambda path: engine.plan_remove_runtime(path, args.runtime_name), [])
+                  lambda path, node: engine.plan_remove_runtime(path, args.runtime_name,
+                                                                node=node), [])
 
 
 def _apply(args, engine, planner, notes: list[str]) -> int:
     from gpuready.fsio import apply_plan, backup_path, locked
+    from gpuready.node import Node
 
     _check_name(args.runtime_name)
-    path = Path(args.config) if args.config else engine.config_path(Path(args.root))
-    with locked(path):
-        plan = planner(path)
-        written = False if args.dry_run else apply_plan(plan)
+    node = Node(args.root)
+    path = Path(args.config) if args.config else engine.config_path(node)
+    with locked(path, node=node):
+        plan = planner(path, node)
+        written = False if args.dry_run else apply_plan(plan, node=node)
     report = {
         "status": "ok", "engine": engine.facts.name, "file": str(path), "changed": plan.changes,
         "written": written, "summary": plan.summary, "notes": [*plan.notes, *notes],
@@ -98,7 +102,7 @@ def _apply(args, engine, planner, notes: list[str]) -> int:
         "diff": plan.diff(),
     }
     if getattr(args, "reload", False) and not args.dry_run:
-        report["reload"] = _reload(args, engine, path)
+        report["reload"] = _reload(args, engine, path, node)
     from gpuready.cli.cmd_configure import print_configure_report
 
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
@@ -118,7 +122,7 @@ def _check_name(name: str) -> None:
                          "(at most 63), as a RuntimeClass handler must")
 
 
-def _reload(args, engine, path: Path) -> str:
+def _reload(args, engine, path: Path, node) -> str:
     from gpuready.errors import UsageError
 
     if engine.facts.name != "docker":
@@ -127,7 +131,7 @@ def _reload(args, engine, path: Path) -> str:
     from gpuready.engines.docker.config import load_daemon_config
     from gpuready.engines.docker.live import reload
 
-    live, note = reload(args.docker_address, load_daemon_config(path))
+    live, note = reload(args.docker_address, load_daemon_config(path, node=node))
     loaded = (f"dockerd {live.version} at {args.docker_address} has runtimes "
               f"{', '.join(sorted(live.runtimes))} (default {live.default_runtime})")
     return f"{loaded}; note: {note}" if note else loaded
@@ -155,7 +159,7 @@ def lint(args: argparse.Namespace, name: str, *, doctor: bool) -> int:
     else:
         from gpuready.engines.crio.lint import lint_crio, node_paths
 
-        report = lint_crio(explicit or node_paths(options.root), options=options,
+        report = lint_crio(explicit or node_paths(options.node), options=options,
                            selected=selected)
     command = "doctor" if doctor else "lint"
     print(render(args.format, report.problems, files=report.files, command=command), end="")
@@ -167,8 +171,6 @@ def _lint_docker(args, explicit, options, selected):
     from gpuready.engines.docker.installed import installed_release, parse_release
     from gpuready.engines.docker.lint import lint_daemon_json
     from gpuready.errors import UsageError
-    from gpuready.paths import under_root
-
     release = None
     if getattr(args, "docker_version", None):
         release = parse_release(f"version {args.docker_version}")
@@ -176,7 +178,7 @@ def _lint_docker(args, explicit, options, selected):
             raise UsageError(f"--docker-version {args.docker_version!r}: expected X.Y")
     elif Path(args.root).resolve() == Path("/"):
         release = installed_release()
-    paths = explicit or [under_root(options.root, DAEMON_JSON)]
+    paths = explicit or [options.node.path(DAEMON_JSON)]
     return lint_daemon_json(paths, options=options, selected=selected, release=release)
 
 
@@ -211,10 +213,11 @@ def verify(args: argparse.Namespace, name: str) -> int:
         live_state,
         run_probe,
     )
-    from gpuready.paths import under_root
+    from gpuready.node import Node
 
-    path = Path(args.config) if args.config else under_root(args.root, DAEMON_JSON)
-    config = load_daemon_config(path)
+    node = Node(args.root)
+    path = Path(args.config) if args.config else node.path(DAEMON_JSON)
+    config = load_daemon_config(path, node=node)
     address = args.docker_address
     live = live_state(address, timeout=args.timeout)
     report = DockerReport(address=address, config_path=path, live=live, pid=daemon_pid(address),

@@ -42,14 +42,15 @@ def detect(root: Path) -> Detection:
     containerd wins whenever it shows (it is also what Docker runs on, and gpuready's default);
     Docker or CRI-O is chosen only when it is the only engine found. Nothing found: containerd.
     """
-    from gpuready.paths import under_root
+    from gpuready.node import Node
 
+    node = Node(root)
     found: dict[str, list[str]] = {}
     for name in NAMES:
         facts = get(name).facts
         for mark in (facts.config, *facts.sockets, *facts.marks):
-            path = under_root(root, mark)
-            if path.exists():
+            path = node.path(mark)
+            if node.exists(path):
                 found.setdefault(name, []).append(str(path))
     if "containerd" in found or not found:
         return Detection("containerd", tuple(found.get("containerd", ())))

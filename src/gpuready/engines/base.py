@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol, runtime_checkable
 
+from gpuready.node import Node
 from gpuready.plan import Plan
 
 
@@ -44,22 +45,22 @@ class Engine(Protocol):
 
     facts: EngineFacts
 
-    def config_path(self, root: Path) -> Path:
-        """The config file this engine edits, under ``root``."""
+    def config_path(self, node: Node) -> Path:
+        """The config file this engine edits, on ``node``."""
         ...
 
-    def plan_add_runtime(self, path: Path, change: RuntimeChange) -> Plan:
+    def plan_add_runtime(self, path: Path, change: RuntimeChange, *, node: Node) -> Plan:
         """The plan registering the runtime (and CDI / default runtime when asked)."""
         ...
 
-    def plan_remove_runtime(self, path: Path, name: str) -> Plan:
+    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> Plan:
         """The plan removing what ``plan_add_runtime`` added for runtime ``name``."""
         ...
 
-    def default_runtime(self, path: Path) -> str | None:
+    def default_runtime(self, path: Path, *, node: Node) -> str | None:
         """The runtime the engine uses when none is asked for, as the file says."""
         ...
 
-    def runtimes(self, path: Path) -> dict[str, dict]:
+    def runtimes(self, path: Path, *, node: Node) -> dict[str, dict]:
         """The runtimes the file registers, by name."""
         ...

@@ -10,7 +10,8 @@ from pathlib import Path, PurePosixPath
 
 from gpuready.engines.base import EngineFacts, RuntimeChange
 from gpuready.errors import UsageError
-from gpuready.paths import CONTAINERD_CONFIG, CONTAINERD_SOCKET, under_root
+from gpuready.node import Node
+from gpuready.paths import CONTAINERD_CONFIG, CONTAINERD_SOCKET
 from gpuready.plan import Plan
 
 FACTS = EngineFacts(
@@ -29,11 +30,11 @@ class ContainerdEngine:
 
     facts = FACTS
 
-    def config_path(self, root: Path) -> Path:
-        """``/etc/containerd/config.toml`` under ``root``."""
-        return under_root(root, CONTAINERD_CONFIG)
+    def config_path(self, node: Node) -> Path:
+        """``/etc/containerd/config.toml`` on ``node``."""
+        return node.path(CONTAINERD_CONFIG)
 
-    def plan_add_runtime(self, path: Path, change: RuntimeChange) -> Plan:
+    def plan_add_runtime(self, path: Path, change: RuntimeChange, *, node: Node) -> Plan:
         """The plan of ``gpuready configure`` for containerd."""
         from gpuready.containerd.configure import ConfigureRequest, plan_configure
         from gpuready.containerd.document import load_config
@@ -45,9 +46,9 @@ class ContainerdEngine:
             enable_cdi=change.enable_cdi,
             set_as_default=change.set_as_default,
         )
-        return plan_configure(load_config(path), request)
+        return plan_configure(load_config(path, node=node), request)
 
-    def plan_remove_runtime(self, path: Path, name: str) -> Plan:
+    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> Plan:
         """Removing a runtime from containerd's config, where this build has it."""
         try:
             from gpuready.containerd import unregister  # type: ignore[attr-defined]
@@ -56,24 +57,24 @@ class ContainerdEngine:
                              "build of gpuready") from None
         from gpuready.containerd.document import load_config
 
-        return unregister.plan_unregistration(load_config(path), name)
+        return unregister.plan_unregistration(load_config(path, node=node), name)
 
-    def default_runtime(self, path: Path) -> str | None:
+    def default_runtime(self, path: Path, *, node: Node) -> str | None:
         """``default_runtime_name`` at the table the file's version reads."""
         from gpuready.containerd import facts
         from gpuready.containerd.document import load_config
         from gpuready.containerd.versions import spec_of
 
-        config = load_config(path)
+        config = load_config(path, node=node)
         return facts.default_runtime_name(config.data, spec_of(config.data, path=path))
 
-    def runtimes(self, path: Path) -> dict[str, dict]:
+    def runtimes(self, path: Path, *, node: Node) -> dict[str, dict]:
         """The runtimes at the table the file's version reads."""
         from gpuready.containerd import facts
         from gpuready.containerd.document import load_config
         from gpuready.containerd.versions import spec_of
 
-        config = load_config(path)
+        config = load_config(path, node=node)
         return {name: dict(value) for name, value in
                 facts.runtimes(config.data, spec_of(config.data, path=path)).items()}
 

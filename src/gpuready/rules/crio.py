@@ -7,7 +7,6 @@ files against the documentation, not against a daemon.
 
 from __future__ import annotations
 
-import os
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -284,8 +283,7 @@ class CrioRuntimePathInvalid(Rule):
     scope = Scope.CRIO
 
     def check(self, ctx: CrioContext) -> Iterator[Problem]:
-        from gpuready.paths import under_root
-
+        node = ctx.options.node
         for name, entry in _handlers(ctx):
             value = entry.get("runtime_path")
             key_path = (*facts.RUNTIMES_PATH, name, "runtime_path")
@@ -295,8 +293,8 @@ class CrioRuntimePathInvalid(Rule):
                 yield ctx.report(self, f"runtime {name!r}: runtime_path {value!r} is not "
                                  "absolute", key_path, fix="write the absolute path")
                 continue
-            host = under_root(ctx.options.root, value)
-            if not (host.is_file() and os.access(host, os.X_OK)):
+            host = node.path(value)
+            if not node.is_executable(host):
                 yield ctx.report(self, f"runtime {name!r}: {host} does not exist or is not "
                                  "executable: CRI-O will not start", key_path,
                                  fix="install the NVIDIA Container Toolkit, or set the path "

@@ -5,7 +5,6 @@ Every fact (keys, reserved names, versions) comes from :mod:`gpuready.engines.do
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -301,14 +300,13 @@ class DockerRuntimeMissing(Rule):
     scope = Scope.DOCKER
 
     def check(self, ctx: DockerFileContext) -> Iterator[Problem]:
-        from gpuready.paths import under_root
-
+        node = ctx.options.node
         for name, entry in ctx.runtimes().items():
             path = entry.get("path") if isinstance(entry, dict) else None
             if not (isinstance(path, str) and path.startswith("/")):
                 continue
-            host = under_root(ctx.options.root, path)
-            if not (host.is_file() and os.access(host, os.X_OK)):
+            host = node.path(path)
+            if not node.is_executable(host):
                 yield ctx.report(self, f"runtime {name!r}: {host} does not exist or is not "
                                  "executable", ("runtimes", name, "path"), value=True,
                                  fix="install the NVIDIA Container Toolkit, or set the path "

@@ -17,10 +17,9 @@ import tomlkit
 from gpuready.containerd.document import toml_error
 from gpuready.engines.crio import facts
 from gpuready.errors import InputError, UsageError
+from gpuready.node import HOST, FileKind, Node
 from gpuready.plan import Plan
-from gpuready.textfile import decode, restyle, without_bom
-
-MAX_BYTES = 1024 * 1024
+from gpuready.textfile import restyle, without_bom
 
 
 @dataclass(frozen=True)
@@ -32,21 +31,14 @@ class CrioFile:
     data: dict[str, Any]
 
 
-def read_crio_file(path: Path, *, missing_ok: bool) -> CrioFile:
-    """Read and parse one CRI-O TOML file; syntax errors name file, line and column."""
-    try:
-        raw = path.read_bytes()[: MAX_BYTES + 1]
-    except FileNotFoundError:
+def read_crio_file(path: Path, *, missing_ok: bool, node: Node = HOST) -> CrioFile:
+    """Read (through ``node``) and parse one CRI-O TOML file; syntax errors name file, line and
+    column."""
+    text = node.read_text_or_none(path, kind=FileKind.CRIO_CONFIG)
+    if text is None:
         if missing_ok:
             return CrioFile(path, None, {})
-        raise InputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a file") from None
-    except OSError as error:
-        raise InputError(path, error.strerror or str(error)) from None
-    if len(raw) > MAX_BYTES:
-        raise InputError(path, f"larger than {MAX_BYTES} bytes: not a CRI-O config; nothing read")
-    text = decode(raw, path)
+        raise InputError(path, "no such file")
     try:
         data = tomllib.loads(without_bom(text))
     except tomllib.TOMLDecodeError as error:
@@ -91,14 +83,22 @@ def _merge_into(target: dict[str, Any], source: dict[str, Any]) -> None:
             target[key] = value.copy() if isinstance(value, dict) else value
 
 
-def node_files(main: Path, dropin_dir: Path, *, skip: Path | None = None) -> list[CrioFile]:
+def node_files(main: Path, dropin_dir: Path, *, node: Node = HOST,
+               skip: Path | None = None) -> list[CrioFile]:
     """crio.conf, then every ``*.conf``/``*.toml`` drop-in in lexical order (``skip`` left out)."""
-    files = [read_crio_file(main, missing_ok=True)]
-    if dropin_dir.is_dir():
-        for path in sorted(dropin_dir.iterdir()):
-            if path.is_file() and path != skip and path.suffix in (".conf", ".toml"):
-                files.append(read_crio_file(path, missing_ok=False))
+    files = [read_crio_file(main, missing_ok=True, node=node)]
+    for path in dropin_paths(dropin_dir, node=node):
+        if path != skip:
+            files.append(read_crio_file(path, missing_ok=False, node=node))
     return [file for file in files if file.text is not None]
+
+
+def dropin_paths(dropin_dir: Path, *, node: Node = HOST) -> list[Path]:
+    """The drop-ins CRI-O reads from ``dropin_dir``, in lexical order."""
+    if not node.is_dir(dropin_dir):
+        return []
+    return [dropin_dir / name for name in node.listdir(dropin_dir)
+            if node.is_file(dropin_dir / name) and name.endswith((".conf", ".toml"))]
 
 
 @dataclass(frozen=True)

@@ -6,40 +6,34 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpuready.engines.crio import facts
-from gpuready.paths import under_root
+from gpuready.node import Node
 from gpuready.rules.base import Scope
 from gpuready.rules.context import Options
 from gpuready.rules.engine import Report
 from gpuready.rules.registry import REGISTRY
 
 
-def node_paths(root: Path) -> list[Path]:
+def node_paths(node: Node) -> list[Path]:
     """crio.conf (when present) and the drop-ins, in the order CRI-O reads them."""
-    main = under_root(root, facts.MAIN_CONFIG)
-    folder = under_root(root, facts.DROPIN_DIR)
-    paths = [main] if main.is_file() else []
-    if folder.is_dir():
-        paths += sorted(p for p in folder.iterdir()
-                        if p.is_file() and p.suffix in (".conf", ".toml"))
-    return paths
+    from gpuready.engines.crio.config import dropin_paths
+
+    main = node.path(facts.MAIN_CONFIG)
+    return ([main] if node.is_file(main) else []) + dropin_paths(node.path(facts.DROPIN_DIR),
+                                                                 node=node)
 
 
 def lint_crio(paths: Sequence[Path], *, options: Options, selected: frozenset[str]) -> Report:
     """The CRI-O rules over ``paths`` read together, in order (later files win)."""
-    from gpuready.engines.crio.config import MAX_BYTES
     from gpuready.errors import InputError
+    from gpuready.node import FileKind
     from gpuready.rules.crio import CrioContext, CrioFileContext
-    from gpuready.textfile import read_text
 
-    files = []
-    for path in paths:
-        if path.is_file() and path.stat().st_size > MAX_BYTES:
-            raise InputError(path, f"larger than {MAX_BYTES} bytes: not a CRI-O config")
-        files.append(CrioFileContext(path, read_text(path)))
+    node = options.node
+    files = [CrioFileContext(path, node.read_text(path, kind=FileKind.CRIO_CONFIG))
+             for path in paths]
     if not files:
-        raise InputError(under_root(options.root, facts.MAIN_CONFIG),
-                         "no CRI-O config here (nor drop-ins in "
-                         f"{under_root(options.root, facts.DROPIN_DIR)})")
+        raise InputError(node.path(facts.MAIN_CONFIG), "no CRI-O config here (nor drop-ins in "
+                         f"{node.path(facts.DROPIN_DIR)})")
     context = CrioContext(files, options=options)
     report = Report(files=[f.display for f in files])
     for name, rule in REGISTRY.items():

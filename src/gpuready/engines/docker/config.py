@@ -15,10 +15,10 @@ from typing import Any
 from gpuready.engines.docker import jsontext
 from gpuready.engines.docker.facts import RESERVED_RUNTIMES, render_release, supports_cdi
 from gpuready.errors import InputError, UsageError
+from gpuready.node import HOST, FileKind, Node
 from gpuready.plan import Plan
-from gpuready.textfile import decode, restyle, without_bom
+from gpuready.textfile import restyle, without_bom
 
-MAX_BYTES = 1024 * 1024  # a daemon.json is a few hundred bytes; refuse to parse more than this
 EMPTY = "{}\n"
 
 
@@ -38,21 +38,10 @@ class DaemonConfig:
         return value if isinstance(value, dict) else {}
 
 
-def load_daemon_config(path: Path, *, missing_ok: bool = True) -> DaemonConfig:
-    """Read and parse daemon.json; JSON errors are ``file:line:column`` InputErrors."""
-    try:
-        raw = path.read_bytes()[: MAX_BYTES + 1]
-    except FileNotFoundError:
-        if not missing_ok:
-            raise InputError(path, "no such file") from None
-        return parse_daemon_config(None, path)
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a file") from None
-    except OSError as error:
-        raise InputError(path, error.strerror or str(error)) from None
-    if len(raw) > MAX_BYTES:
-        raise InputError(path, f"larger than {MAX_BYTES} bytes: not a daemon.json; nothing read")
-    return parse_daemon_config(decode(raw, path), path)
+def load_daemon_config(path: Path, *, node: Node = HOST) -> DaemonConfig:
+    """Read daemon.json through ``node`` (absent: dockerd's defaults, ``{}``) and parse it;
+    JSON errors are ``file:line:column`` InputErrors."""
+    return parse_daemon_config(node.read_text_or_none(path, kind=FileKind.DOCKER_CONFIG), path)
 
 
 def parse_daemon_config(text: str | None, path: Path) -> DaemonConfig:

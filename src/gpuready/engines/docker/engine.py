@@ -7,7 +7,7 @@ from pathlib import Path, PurePosixPath
 from gpuready.engines.base import EngineFacts, RuntimeChange
 from gpuready.engines.docker import config as daemon_json
 from gpuready.engines.docker.facts import DAEMON_JSON, SOCKET
-from gpuready.paths import under_root
+from gpuready.node import Node
 from gpuready.plan import Plan
 
 FACTS = EngineFacts(
@@ -26,15 +26,15 @@ class DockerEngine:
 
     facts = FACTS
 
-    def config_path(self, root: Path) -> Path:
-        """``/etc/docker/daemon.json`` under ``root``."""
-        return under_root(root, DAEMON_JSON)
+    def config_path(self, node: Node) -> Path:
+        """``/etc/docker/daemon.json`` on ``node``."""
+        return node.path(DAEMON_JSON)
 
-    def plan_add_runtime(self, path: Path, change: RuntimeChange) -> Plan:
+    def plan_add_runtime(self, path: Path, change: RuntimeChange, *, node: Node) -> Plan:
         """Register the runtime; then ``features.cdi`` and ``default-runtime`` when asked."""
         from gpuready.engines.docker.installed import installed_release
 
-        current = daemon_json.load_daemon_config(path)
+        current = daemon_json.load_daemon_config(path, node=node)
         parts = [lambda cfg: daemon_json.plan_add_runtime(
             cfg, daemon_json.DockerRuntime(change.name, change.binary))]
         if change.enable_cdi:
@@ -43,19 +43,21 @@ class DockerEngine:
             parts.append(lambda cfg: daemon_json.plan_default_runtime(cfg, change.name))
         return chain(current, parts)
 
-    def plan_remove_runtime(self, path: Path, name: str) -> Plan:
+    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> Plan:
         """Remove ``runtimes.NAME`` (and a ``default-runtime`` naming it)."""
-        return daemon_json.plan_remove_runtime(daemon_json.load_daemon_config(path), name)
+        return daemon_json.plan_remove_runtime(daemon_json.load_daemon_config(path, node=node),
+                                               name)
 
-    def default_runtime(self, path: Path) -> str | None:
+    def default_runtime(self, path: Path, *, node: Node) -> str | None:
         """``default-runtime``, or dockerd's own default ``runc``."""
-        value = daemon_json.load_daemon_config(path).data.get("default-runtime", "runc")
+        data = daemon_json.load_daemon_config(path, node=node).data
+        value = data.get("default-runtime", "runc")
         return value if isinstance(value, str) else None
 
-    def runtimes(self, path: Path) -> dict[str, dict]:
+    def runtimes(self, path: Path, *, node: Node) -> dict[str, dict]:
         """The ``runtimes`` entries of daemon.json."""
         return {name: value for name, value in
-                daemon_json.load_daemon_config(path).runtimes().items()
+                daemon_json.load_daemon_config(path, node=node).runtimes().items()
                 if isinstance(value, dict)}
 
 

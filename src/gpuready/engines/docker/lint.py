@@ -14,16 +14,13 @@ from gpuready.rules.registry import REGISTRY
 def lint_daemon_json(paths: Sequence[Path], *, options: Options, selected: frozenset[str],
                      release: tuple[int, int] | None) -> Report:
     """Every Docker rule on each file; a missing or unreadable file is an InputError (exit 2)."""
-    from gpuready.engines.docker.config import MAX_BYTES
-    from gpuready.errors import InputError
+    from gpuready.node import FileKind
     from gpuready.rules.docker import DockerFileContext
-    from gpuready.textfile import read_text
 
     report = Report()
     for path in paths:
-        if path.is_file() and path.stat().st_size > MAX_BYTES:
-            raise InputError(path, f"larger than {MAX_BYTES} bytes: not a daemon.json")
-        context = DockerFileContext(path, read_text(path), options=options, release=release)
+        text = options.node.read_text(path, kind=FileKind.DOCKER_CONFIG)
+        context = DockerFileContext(path, text, options=options, release=release)
         report.files.append(context.display)
         for name, rule in REGISTRY.items():
             if rule.scope is Scope.DOCKER and name in selected:

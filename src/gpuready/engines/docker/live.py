@@ -67,6 +67,7 @@ class DockerProbe:
     message: str
     container: str | None = None
     runtime_path: str | None = None
+    runtime_args: list[str] | None = None
     exit_code: int | None = None
     removed: bool = False
     cleanup_error: str | None = None
@@ -271,12 +272,17 @@ def _run_container(api: DockerApi, result: DockerProbe, *, image: str, timeout: 
         result.message = f"dockerd could not run a container through {result.runtime}: {error}"
         return
     inspected = api.inspect_container(result.container)
-    result.runtime_path = (api.info().get("Runtimes", {}).get(result.runtime) or {}).get("path")
+    # What dockerd hands containerd's runc shim for this runtime: the binary to call instead of
+    # runc (BinaryName) and the arguments put before runc's own (runtimeArgs).
+    loaded = api.info().get("Runtimes", {}).get(result.runtime) or {}
+    result.runtime_path = loaded.get("path")
+    result.runtime_args = list(loaded.get("runtimeArgs") or [])
     result.exit_code = int((status or {}).get("StatusCode", -1))
     used = inspected.get("HostConfig", {}).get("Runtime")
     result.ok = result.exit_code == 0 and used == result.runtime
     result.message = (f"container {result.container[:12]} ran /bin/busybox true through runtime "
-                      f"{used} ({result.runtime_path}), exit code {result.exit_code}")
+                      f"{used}: dockerd passed binary {result.runtime_path} with runtimeArgs "
+                      f"{result.runtime_args}, exit code {result.exit_code}")
 
 
 def _clean_up(api: DockerApi, result: DockerProbe, *, image: str | None) -> None:
