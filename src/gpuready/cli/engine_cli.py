@@ -89,7 +89,6 @@ def _apply(args, engine, planner, notes: list[str]) -> int:
     from gpuready.fsio import apply_plan, backup_path, locked
     from gpuready.node import Node
 
-    _check_name(args.runtime_name)
     node = Node(args.root)
     path = Path(args.config) if args.config else engine.config_path(node)
     with locked(path, node=node):
@@ -109,17 +108,6 @@ def _apply(args, engine, planner, notes: list[str]) -> int:
     if report.get("reload") and args.format != "json":
         print(f"reloaded: {report['reload']}")
     return 0
-
-
-def _check_name(name: str) -> None:
-    """A runtime name every engine accepts and a RuntimeClass handler can be: a DNS label."""
-    import re
-
-    from gpuready.errors import UsageError
-
-    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name):
-        raise UsageError(f"--runtime-name {name!r}: use lowercase letters, digits and '-' "
-                         "(at most 63), as a RuntimeClass handler must")
 
 
 def _reload(args, engine, path: Path, node) -> str:
