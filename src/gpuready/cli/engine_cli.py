@@ -96,7 +96,8 @@ def _apply(args, engine, planner, notes: list[str]) -> int:
         written = False if args.dry_run else apply_plan(plan, node=node)
     report = {
         "status": "ok", "engine": engine.facts.name, "file": str(path), "changed": plan.changes,
-        "written": written, "summary": plan.summary, "notes": [*plan.notes, *notes],
+        "written": written, "summary": plan.summary, "advice": None,
+        "notes": [*plan.notes, *notes],
         "backup": str(backup_path(path)) if written and plan.before is not None else None,
         "diff": plan.diff(),
     }
