@@ -24,6 +24,7 @@ examples:
   gpuready check                          # the node itself
   gpuready check --root /tmp/node         # a sandbox copy written by 'gpuready setup --root'
   gpuready check --format json | jq .status
+  gpuready check --engine docker          # what 'setup --engine docker' produced
 """
 
 
@@ -43,6 +44,10 @@ def register(subparsers) -> None:
         help="node folder of the toolkit files (default: /root/toolkit)",
     )
     common.add_format(parser)
+    parser.add_argument(
+        "--engine", choices=("containerd", "docker"), default="containerd",
+        help="check what 'setup --engine docker' produced (daemon.json instead of config.toml)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -53,8 +58,14 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.node import Node
     from gpuready.workflow.contract import NodeFiles, contract_checks
 
-    files = NodeFiles.on(Node(args.root), PurePosixPath(args.toolkit_dir))
-    checks = contract_checks(files, args.runtime_name, files.read)
+    if args.engine == "docker":
+        from gpuready.workflow.docker_setup import docker_checks, docker_files
+
+        files = docker_files(Node(args.root), PurePosixPath(args.toolkit_dir))
+        checks = docker_checks(files, args.runtime_name, files.read)
+    else:
+        files = NodeFiles.on(Node(args.root), PurePosixPath(args.toolkit_dir))
+        checks = contract_checks(files, args.runtime_name, files.read)
     ok = all(check.ok for check in checks)
     if args.format == "json":
         print(json.dumps({"status": "ok" if ok else "failed",

@@ -38,6 +38,7 @@ examples:
   gpuready setup --root /tmp/node --dry-run
   gpuready setup --root /tmp/node && cat /tmp/node/root/toolkit/report.txt
   gpuready setup --gpus 8 --format json
+  gpuready setup --engine docker --root /tmp/workstation
 """
 
 
@@ -71,6 +72,11 @@ def register(subparsers) -> None:
     )
     common.add_dry_run(parser)
     common.add_format(parser)
+    parser.add_argument(
+        "--engine", choices=("containerd", "docker"), default="containerd",
+        help="containerd (the contract's engine, default) or docker: the same eight steps where "
+        "they apply to Docker; the others say why not, and report.txt says N/A (docker)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -80,6 +86,14 @@ def run(args: argparse.Namespace) -> int:
 
     from gpuready.node import Node
     from gpuready.workflow.setup import SetupOptions, run_setup
+
+    if args.engine == "docker":
+        from gpuready.errors import UsageError
+        from gpuready.workflow.docker_setup import run_docker_setup as run_setup
+
+        if args.base:
+            raise UsageError("--base is containerd's: with --engine docker the existing "
+                             "daemon.json is kept (or {} created)")
 
     node = Node(args.root)
     node.check_root()

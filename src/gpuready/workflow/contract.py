@@ -273,12 +273,13 @@ def contract_checks(
         )
     else:
         checks += check_runtimeclass(manifest, config)
-    checks += _cdi_checks(files, read)
+    checks += cdi_checks(files, read)
     checks += _toolkit_checks(files, config, read, handler=manifest.get("handler"))
     return checks
 
 
-def _cdi_checks(files: NodeFiles, read) -> list[Check]:
+def cdi_checks(files: NodeFiles, read) -> list[Check]:
+    """The CDI spec's kind, the loader's verdict, and cdi-keys.txt."""
     try:
         text = read(files.cdi_spec)
         spec = load_mapping(text, files.cdi_spec)
