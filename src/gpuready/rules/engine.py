@@ -98,14 +98,19 @@ def doctor(
     config_path: Path | None = None,
     runtimeclass_paths: Sequence[Path] = (),
     containerd_version: str | None = None,
+    probe: bool = True,
 ) -> Report:
-    """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet."""
+    """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet.
+
+    ``probe`` asks the installed containerd for its release when ``containerd_version`` is not
+    given; leave it off when the files are a copy of another machine's.
+    """
     root = options.root
     main_path = config_path or under_root(root, CONTAINERD_CONFIG)
     main = FileContext(main_path, read_text(main_path), options=options)
     semantics = choose(
         flag=containerd_version,
-        probe=True,
+        probe=probe,
         config_version=main.data.get("version") if main.data else None,
     )
     files, missing = load_imports(main, options=options) if main.data else ([main], [])
