@@ -53,6 +53,7 @@ def register(subparsers) -> None:
     common.add_root(parser)
     parser.add_argument("--base", metavar="FILE", help="the base config to start from")
     add_runtime_options(parser)
+    common.add_default_confirmation(parser, what="registering under the default runtime's name")
     parser.add_argument(
         "--toolkit-dir",
         default="/root/toolkit",
@@ -62,7 +63,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--gpus",
-        type=_positive_int,
+        type=common.gpu_count,
         default=None,
         metavar="N",
         help="plan a new CDI spec for N GPUs instead of the GPUs found under --root (when none "
@@ -73,21 +74,17 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     """Run the steps, print one line each (and the diffs in a dry run), then the checks."""
     from pathlib import Path, PurePosixPath
 
+    from gpuready.node import Node
     from gpuready.workflow.setup import SetupOptions, run_setup
 
+    node = Node(args.root)
+    node.check_root()
     options = SetupOptions(
-        root=Path(args.root).absolute(),
+        node=node,
         request=runtime_request(args),
         toolkit_dir=PurePosixPath(args.toolkit_dir),
         base=Path(args.base) if args.base else None,

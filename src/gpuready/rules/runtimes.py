@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from gpuready.containerd import facts
+from gpuready.containerd import decoding, facts
 from gpuready.containerd.runc_options import (
     DEPRECATED_RUNTIME_TYPES,
     RECOMMENDED_RUNTIME_TYPE,
 )
 from gpuready.containerd.versions import render_key_path
-from gpuready.paths import under_root
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext
@@ -287,8 +285,10 @@ class DefaultRuntimeMissing(Rule):
 def _binary_keys(entry: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str]]:
     """``(relative key path, value)`` of the runtime's executable paths that are set."""
     options = facts.runtime_options(entry)
-    if isinstance(options.get("BinaryName"), str) and options["BinaryName"]:
-        yield ("options", "BinaryName"), options["BinaryName"]
+    # Any case of the field name reaches the shim (containerd.decoding); snake_case does not.
+    for key, how in decoding.spellings_of(options, "BinaryName").items():
+        if how is not decoding.Spelling.SNAKE and isinstance(options[key], str) and options[key]:
+            yield ("options", key), options[key]
     if isinstance(entry.get("runtime_path"), str) and entry["runtime_path"]:
         yield ("runtime_path",), entry["runtime_path"]
 
@@ -369,16 +369,16 @@ class BinaryMissing(Rule):
     scope = Scope.CONFIG
 
     def check(self, ctx: ConfigContext) -> Iterator[Problem]:
-        root = ctx.options.root
+        node = ctx.options.node
         for name, entry in ctx.runtimes().items():
             for key, value in _binary_keys(entry):
                 if not PurePosixPath(value).is_absolute():
                     continue  # binary-path-relative reports it
-                local = under_root(root, value)
-                if local.is_file() and os.access(local, os.X_OK):
+                local = node.path(value)
+                if node.is_executable(local):
                     continue
-                state = "is not executable" if local.is_file() else "does not exist"
-                where = "" if str(root) == "/" else f" under {root}"
+                state = "is not executable" if node.is_file(local) else "does not exist"
+                where = "" if node.is_host else f" under {node.root}"
                 yield ctx.report(
                     self,
                     f"runtime {name!r}: {'.'.join(key)} {value} {state}{where}",

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from gpuready import fsio
 from gpuready.containerd import facts
 from gpuready.containerd.base import choose_base
 from gpuready.containerd.document import load_config_text
 from gpuready.containerd.register import RuntimeRequest, plan_registration
 from gpuready.fsio import backup_path
 from gpuready.kubernetes import runtimeclass
+from gpuready.node import Node
 from gpuready.plan import Plan
 from gpuready.workflow import contract
 from gpuready.workflow.contract import Check, NodeFiles
@@ -22,7 +24,7 @@ from gpuready.yamlfile import load_mapping
 class SetupOptions:
     """Everything ``setup`` needs to know."""
 
-    root: Path
+    node: Node
     request: RuntimeRequest
     toolkit_dir: PurePosixPath
     base: Path | None = None
@@ -58,17 +60,24 @@ class SetupResult:
 def run_setup(options: SetupOptions) -> SetupResult:
     """Run the eight steps in order and verify the result; writes nothing in a dry run.
 
-    A real run first runs every step as a dry run, so that bad input (a broken base, an
-    unreadable CDI spec) stops it before the first file is written.
+    Every step is first planned in memory (each parsing what the step before would write), so
+    bad input stops the run before anything is written. A real run then writes every planned
+    file as one transaction (:func:`gpuready.fsio.apply_plans`: on a failure, such as a full
+    disk, the files already written get their previous bytes back) and checks the contract on
+    the files as they are on disk.
     """
-    if not options.dry_run:
-        _run_steps(replace(options, dry_run=True))
-    return _run_steps(options)
+    result = _run_steps(replace(options, dry_run=True))
+    if options.dry_run:
+        return result
+    fsio.apply_plans(result.plans, node=options.node)
+    files = NodeFiles.on(options.node, options.toolkit_dir)
+    result.checks = contract.contract_checks(files, options.request.name, files.read)
+    return result
 
 
 def _run_steps(options: SetupOptions) -> SetupResult:
-    files = NodeFiles.under(options.root, options.toolkit_dir)
-    staging = Staging(dry_run=options.dry_run)
+    files = NodeFiles.on(options.node, options.toolkit_dir)
+    staging = Staging(node=options.node, kind_of=files.kind_of, dry_run=options.dry_run)
     result = SetupResult(plans=staging.plans)
     config = _stage_and_register(options, files, staging, result)
     _write_default(files, staging, result, config)
@@ -84,10 +93,7 @@ def _stage_and_register(
     options: SetupOptions, files: NodeFiles, staging: Staging, result: SetupResult
 ) -> contract.ConfigFacts:
     """Steps 1-3: stage the base config and register the runtime with its options."""
-    if not options.dry_run:
-        files.config.parent.mkdir(parents=True, exist_ok=True)
-        files.toolkit.mkdir(parents=True, exist_ok=True)
-    base = choose_base(root=options.root, config_path=files.config, base=options.base)
+    base = choose_base(node=options.node, config_path=files.config, base=options.base)
     origin_path = options.base or files.config
 
     def compute(current: str | None) -> Plan:
@@ -146,7 +152,7 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
     if staging.exists(files.cdi_spec):
         outcome = "kept existing spec"
     else:
-        text = generate_cdi_spec(options.root, gpus=options.gpus)
+        text = generate_cdi_spec(options.node, gpus=options.gpus)
         staging.write(files.cdi_spec, text, "CDI spec")
         outcome = "generated"
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
@@ -182,9 +188,9 @@ def _written(plan: Plan) -> str:
     return "created" if plan.before is None else "updated"
 
 
-def generate_cdi_spec(root: Path, *, gpus: int | None) -> str:
+def generate_cdi_spec(node: Node, *, gpus: int | None) -> str:
     """A CDI spec for this node's NVIDIA GPUs, or for ``gpus`` planned ones (one when none are
     visible and no number is given)."""
     from gpuready.cdi.generate import spec_text_for_node
 
-    return spec_text_for_node(root, gpus=gpus)
+    return spec_text_for_node(node, gpus=gpus)
