@@ -87,8 +87,13 @@ class NodeResult:
 
 
 def is_node_folder(folder: Path) -> bool:
-    """True for a folder laid out like a node (it has ``etc/containerd``)."""
-    return (folder / CONTAINERD_FOLDER).is_dir()
+    """True for a folder laid out like a node: it has ``etc/containerd``, or the folder where an
+    owner (k3s, RKE2, ...) keeps containerd's config."""
+    from gpuready.owners.table import OWNERS
+
+    if (folder / CONTAINERD_FOLDER).is_dir():
+        return True
+    return any(folder.joinpath(*owner.config.parent.parts[1:]).is_dir() for owner in OWNERS)
 
 
 def discover(paths: list[Path]) -> list[NodeSource]:

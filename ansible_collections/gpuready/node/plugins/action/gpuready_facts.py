@@ -60,9 +60,20 @@ class ActionModule(ActionBase):
                 selected=selection(select=None, ignore=None),
                 containerd_version=version,
             ).relocated(str(mirror.local), args["root"])
+            owner = self._owner(mirror)
         facts = found.to_dict()
-        facts.update(containerd_version=version, root=args["root"])
+        facts.update(containerd_version=version, root=args["root"], owner=owner)
         return facts
+
+    @staticmethod
+    def _owner(mirror) -> dict:
+        """Who owns containerd on the node (k3s, RKE2, the GPU Operator, ...), and why."""
+        from gpuready.node import Node
+        from gpuready.owners.detect import detect
+
+        detected = detect(Node(mirror.local)).to_dict()
+        detected["why"] = [mirror.shown(reason) for reason in detected["why"]]
+        return detected
 
     @staticmethod
     def _node_containerd(node) -> str | None:

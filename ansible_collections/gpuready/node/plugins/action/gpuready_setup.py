@@ -62,10 +62,11 @@ class ActionModule(ActionBase):
 
     def _run_setup(self, args: dict, mirror):
         from gpuready.containerd.register import CgroupMode, RuntimeRequest
+        from gpuready.node import Node
         from gpuready.workflow.setup import SetupOptions, run_setup
 
         return run_setup(SetupOptions(
-            root=mirror.local,
+            node=Node(mirror.local),
             request=RuntimeRequest(
                 name=args["runtime_name"],
                 binary=args["binary"],

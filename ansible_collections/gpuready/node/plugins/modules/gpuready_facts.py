@@ -16,6 +16,9 @@ description:
     toolkit's RuntimeClass) into a temporary folder and runs doctor there with the node's own
     containerd release. The node needs only its OS Python and nothing installed.
   - Problems name the files where they are on the node.
+  - The owner of containerd's configuration (k3s, RKE2, the GPU Operator, plain containerd) is
+    detected from the node's marker files, and doctor reads the config that owner makes
+    containerd read.
   - A node whose config is missing or unreadable is reported with verdict V(unreadable); a file the
     node cannot hand over (too large, not a regular file) fails the host with gpuready's message.
 version_added: 0.1.0
@@ -104,6 +107,12 @@ ansible_facts:
           description: The containerd release whose rules were applied, or null for the config's.
           type: str
           sample: "1.6"
+        owner:
+          description:
+            - Who owns containerd's configuration on the node (C(containerd), C(k3s), C(rke2),
+              C(gpu-operator), ...), as C(gpuready doctor) detects it, with the evidence
+              (C(why)), the config containerd reads (C(config)) and where to edit (C(edit_paths)).
+          type: dict
         root:
           description: The O(root) the node paths were looked up under.
           type: str

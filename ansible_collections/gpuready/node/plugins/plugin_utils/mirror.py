@@ -104,12 +104,46 @@ class Mirror:
                         for path in remote])
 
     def take_node(self) -> None:
-        """Everything doctor reads: config and imports, CDI specs, kubelet, RuntimeClass."""
-        self.take_many([str(CONTAINERD_CONFIG), str(KUBELET_CONFIG), str(RUNTIMECLASS)])
-        texts = self._take_config_tree(str(CONTAINERD_CONFIG))
+        """Everything doctor reads: the owner's markers, the config the owner makes containerd
+        read and its imports, CDI specs, kubelet, RuntimeClass."""
+        from gpuready.node import Node
+        from gpuready.owners.detect import detect
+
+        self.take_markers()
+        config = str(detect(Node(self.local)).owner.config)
+        self.take_many([config, str(KUBELET_CONFIG), str(RUNTIMECLASS)])
+        texts = self._take_config_tree(config)
         self.take_folders([str(folder) for folder in CDI_DIRS], patterns=CDI_PATTERNS)
         for binary in sorted({b for text in texts for b in _binaries(text)}):
             self._stand_in(binary)
+
+    def take_markers(self) -> None:
+        """The files by which owner detection recognises k3s, RKE2, the GPU Operator and the
+        rest: one ``find`` says which exist; a marker that must hold a text is copied, the others
+        get an empty stand-in of the same kind (file or folder)."""
+        from gpuready.owners.table import OWNERS
+
+        markers = {str(m.path): m for owner in OWNERS for m in owner.markers}
+        folders = sorted({posixpath.dirname(path) for path in markers})
+        names = sorted({posixpath.basename(path) for path in markers})
+        found = self.node.module(
+            "find", paths=[node_path(self.root, f) for f in folders], patterns=names,
+            file_type="any", hidden=True, recurse=False,
+        )["files"]
+        present = {"/" + posixpath.relpath(e["path"], node_path(self.root, "/")): e
+                   for e in found}
+        for path, marker in markers.items():
+            entry = present.get(path)
+            if entry is None:
+                continue
+            if marker.contains is not None and entry.get("isreg"):
+                self.take(path)
+            elif entry.get("isdir"):
+                (self.local / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            else:
+                target = self.local / path.lstrip("/")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.touch()
 
     def take_setup_inputs(self, toolkit_dir: PurePosixPath) -> None:
         """Everything setup reads: config, the air-gap base, the CDI spec, the toolkit's files."""

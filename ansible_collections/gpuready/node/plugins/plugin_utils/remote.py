@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 from gpuready.errors import InputError, WriteError
 from gpuready.fsio import BACKUP_SUFFIX
+from gpuready.node import FileKind
 from gpuready.textfile import decode
 
-# The largest file gpuready reads from a node. A containerd config is a few KiB, a CDI spec for a
-# large machine some hundred KiB; anything bigger is refused before it crosses the wire.
-MAX_FILE_BYTES = 4 * 1024 * 1024
+# The largest file gpuready reads of any kind; anything bigger is refused before it crosses the
+# wire (the copy is then held to the limit of its own kind, as on a local node).
+MAX_FILE_BYTES = max(kind.limit for kind in FileKind)
 # The most files one folder may contribute to a node's copy (hostile input: bound the work).
 MAX_FILES_PER_FOLDER = 256
 
