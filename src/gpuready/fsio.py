@@ -180,3 +180,41 @@ def _fsync_folder(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def remove_planned(plan: Plan) -> bool:
+    """Remove ``plan.path`` (a plan whose ``after`` is None); False when it is already gone.
+
+    The caller holds :func:`locked`. Raises :class:`ConcurrentChangeError` when the file no
+    longer holds ``plan.before``. Only gpuready's own files are removed this way (a drop-in it
+    wrote, its record, a backup equal to the restored file), so no backup is kept.
+    """
+    current = _read_or_none(plan.path)
+    if current is None:
+        return False
+    if plan.before is None or current != plan.before.encode("utf-8"):
+        raise ConcurrentChangeError(
+            f"{plan.path}: changed on disk while gpuready was planning; nothing removed, run again"
+        )
+    try:
+        os.unlink(plan.path)
+    except OSError as error:
+        raise WriteError(f"{plan.path}: cannot remove: {error.strerror or error}") from None
+    _fsync_folder(plan.path.parent)
+    return True
+
+
+def apply_own_file(plan: Plan) -> bool:
+    """Write a file that is gpuready's own (its record): as :func:`apply_plan`, without a backup.
+
+    The caller holds :func:`locked`.
+    """
+    if not plan.changes:
+        return False
+    current = _read_or_none(plan.path)
+    if current != (None if plan.before is None else plan.before.encode("utf-8")):
+        raise ConcurrentChangeError(
+            f"{plan.path}: changed on disk while gpuready was planning; nothing written, run again"
+        )
+    write_atomic(real_path(plan.path), plan.after.encode("utf-8"))
+    return True

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from gpuready.cli import common
 
@@ -77,7 +75,17 @@ def register(subparsers) -> None:
         action="store_true",
         help="confirm --set-as-default: every pod on the node will use the NVIDIA runtime",
     )
+    parser.add_argument(
+        "--drop-in",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="register in a drop-in file the main config imports (default path: "
+        "/etc/containerd/conf.d/99-nvidia.toml); see 'in place or drop-in' below",
+    )
+    common.add_containerd_version(parser)
     common.add_dry_run(parser)
+    common.add_restart(parser)
     common.add_format(parser)
     parser.set_defaults(handler=run)
 
@@ -104,40 +112,42 @@ def runtime_request(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Plan the edit under the file's lock, then show it (dry run) or apply it."""
-    from pathlib import Path
-
-    from gpuready.containerd.configure import ConfigureRequest, plan_configure
-    from gpuready.containerd.document import load_config
+    """Plan every file's change under the files' locks, then show it (dry run) or apply it."""
+    from gpuready.changeset import locked_all
+    from gpuready.cli import daytwo
     from gpuready.errors import UsageError
-    from gpuready.fsio import apply_plan, backup_path, locked
-    from gpuready.paths import CONTAINERD_CONFIG, under_root
+    from gpuready.workflow.daytwo import plan_configure_node, write
 
     if args.set_as_default and not args.confirm_every_pod_uses_it:
         raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
-    path = Path(args.config) if args.config else under_root(args.root, CONTAINERD_CONFIG)
-    request = ConfigureRequest(
+    node = daytwo.node_config(args)
+    drop_in = daytwo.drop_in(args)
+    request = configure_request(args)
+    if args.restart:
+        return daytwo.transact(
+            args, node, lambda: plan_configure_node(node, request, drop_in=drop_in),
+            expect_runtime=args.runtime_name,
+        )
+    paths = [node.config] + ([drop_in.path] if drop_in else [])
+    with locked_all(paths):
+        plans = plan_configure_node(node, request, drop_in=drop_in)
+        written = [] if args.dry_run else write(plans)
+    report = daytwo.report(plans, written, dry_run=args.dry_run)
+    if args.enable_cdi:
+        report["notes"].append(cdi_support_note())
+    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    return 0
+
+
+def configure_request(args: argparse.Namespace):
+    """The :class:`ConfigureRequest` the options describe."""
+    from gpuready.containerd.configure import ConfigureRequest
+
+    return ConfigureRequest(
         runtime=runtime_request(args),
         enable_cdi=args.enable_cdi,
         set_as_default=args.set_as_default,
     )
-    with locked(path):
-        plan = plan_configure(load_config(path), request)
-        written = False if args.dry_run else apply_plan(plan)
-    report = {
-        "status": "ok",
-        "file": str(path),
-        "changed": plan.changes,
-        "written": written,
-        "summary": plan.summary,
-        "notes": list(plan.notes),
-        "backup": str(backup_path(path)) if written else None,
-        "diff": plan.diff(),
-    }
-    if args.enable_cdi:
-        report["notes"].append(cdi_support_note())
-    print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    return 0
 
 
 def cdi_support_note() -> str:
@@ -151,19 +161,3 @@ def cdi_support_note() -> str:
         return (f"the installed containerd is {release[0]}.{release[1]}: it ignores enable_cdi "
                 "(CDI needs containerd 1.7 or later)")
     return f"the installed containerd ({release[0]}.{release[1]}) reads enable_cdi"
-
-
-def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
-    """Print the outcome: the summary and notes, and the diff in a dry run."""
-    if as_json:
-        print(json.dumps(report, indent=2))
-        return
-    if dry_run and report["diff"]:
-        sys.stdout.write(report["diff"])
-    prefix = "would " if dry_run and report["changed"] else ""
-    state = "" if report["changed"] else " (no change)"
-    print(f"{report['file']}: {prefix}{report['summary']}{state}")
-    for note in report["notes"]:
-        print(f"note: {note}")
-    if report["written"]:
-        print(f"backup of the original: {report['backup']}")
