@@ -16,6 +16,7 @@ import yaml
 from gpuready.cdi import generate
 from gpuready.cdi.validate import validate_file
 from gpuready.cli import main
+from gpuready.node import Node
 
 UUIDS = ("GPU-4cf8db2d-06c0-7d70-1a51-e59b25b2c16c", "GPU-9a1d3e55-2b7f-4c1e-8d0a-5f6e7a8b9c0d")
 VERSION = "550.54.15"
@@ -233,10 +234,10 @@ def test_existing_file_needs_force_and_dry_run_shows_the_diff(tmp_path):
 
 def test_setup_entry_point_plans_one_gpu_when_none_is_found(tmp_path):
     """spec_text_for_node: the node's GPUs when found, else one planned GPU."""
-    text = generate.spec_text_for_node(tmp_path, use_nvml=False)
+    text = generate.spec_text_for_node(Node(tmp_path), use_nvml=False)
     assert [d["name"] for d in yaml.safe_load(text)["devices"]] == ["0", "all"]
     fake_node(tmp_path / "node")
-    text = generate.spec_text_for_node(tmp_path / "node", use_nvml=False)
+    text = generate.spec_text_for_node(Node(tmp_path / "node"), use_nvml=False)
     assert "nvidia.com/gpu" in text and UUIDS[1] in text
 
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from gpuready.containerd.versions import CRI_IMAGES, CRI_PLUGIN_IDS
 from gpuready.errors import GpureadyError
-from gpuready.paths import CONTAINERD_CONFIG, under_root
+from gpuready.node import Node
+from gpuready.paths import CONTAINERD_CONFIG
 from gpuready.rules import REGISTRY
 from gpuready.rules.context import FileContext, Options
 from gpuready.rules.engine import doctor, lint_file, lint_paths
@@ -166,7 +167,7 @@ def test_lint_and_doctor_on_disk_report_or_fail_cleanly(
     """A main config and a drop-in (imported when the main file's imports say conf.d/*.toml)."""
     tree.setdefault("imports", ["conf.d/*.toml"])
     root = tmp_path_factory.mktemp("node")
-    path = under_root(root, CONTAINERD_CONFIG)
+    path = Node(root).path(CONTAINERD_CONFIG)
     (path.parent / "conf.d").mkdir(parents=True)
     path.write_text(document(tree, version))
     (path.parent / "conf.d" / "a.toml").write_text(document(drop_in, drop_in_version))

@@ -55,13 +55,13 @@ def _drop_in(node: NodeConfig, mode: str):
 
 def configure(node: NodeConfig, mode: str, request: ConfigureRequest = REQUEST) -> list:
     drop_in = _drop_in(node, mode)
-    with locked_all([node.config] + ([drop_in.path] if drop_in else [])):
-        return write(plan_configure_node(node, request, drop_in=drop_in))
+    with locked_all([node.config] + ([drop_in.path] if drop_in else []), node=node.node):
+        return write(plan_configure_node(node, request, drop_in=drop_in), node=node)
 
 
 def unconfigure(node: NodeConfig) -> list:
-    with locked_all([node.config, node.root / "etc/containerd/conf.d/x"]):
-        return write(plan_unconfigure_node(node))
+    with locked_all([node.config, node.root / "etc/containerd/conf.d/x"], node=node.node):
+        return write(plan_unconfigure_node(node), node=node)
 
 
 def snapshot(root: Path) -> dict[str, bytes]:

@@ -13,10 +13,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from gpuready import fsio
+from gpuready.node import Node
 from gpuready.plan import Plan
 
 
-def apply_all(plans: Sequence[Plan], *, own: Iterable[Path] = ()) -> list[Plan]:
+def apply_all(plans: Sequence[Plan], *, node: Node, own: Iterable[Path] = ()) -> list[Plan]:
     """Write every plan that changes something, in order; return those written.
 
     The caller holds :func:`locked_all` for every path. A plan whose ``after`` is None removes
@@ -26,40 +27,40 @@ def apply_all(plans: Sequence[Plan], *, own: Iterable[Path] = ()) -> list[Plan]:
     """
     written: list[Plan] = []
     own = set(own)
-    fresh = new_backups([plan for plan in plans if plan.path not in own])
+    fresh = new_backups([plan for plan in plans if plan.path not in own], node=node)
     try:
         for plan in plans:
             if not plan.changes:
                 continue
             if plan.after is None:
-                done = fsio.remove_planned(plan)
+                done = fsio.remove_planned(plan, node=node)
             elif plan.path in own:
-                done = fsio.apply_own_file(plan)
+                done = fsio.apply_own_file(plan, node=node)
             else:
-                done = fsio.apply_plan(plan)
+                done = fsio.apply_plan(plan, node=node)
             if done:
                 written.append(plan)
     except BaseException:
-        put_back(written, backups=fresh)
+        put_back(written, node=node, backups=fresh)
         raise
     return written
 
 
-def new_backups(plans: Sequence[Plan]) -> list[Path]:
+def new_backups(plans: Sequence[Plan], *, node: Node) -> list[Path]:
     """The backups that writing ``plans`` would create (taken out again when they are undone)."""
-    return [
-        fsio.backup_path(fsio.real_path(plan.path)) for plan in plans
+    backups = [
+        fsio.backup_path(node.writable(plan.path)) for plan in plans
         if plan.changes and plan.before is not None and plan.after is not None
-        and not fsio.backup_path(fsio.real_path(plan.path)).exists()
     ]
+    return [backup for backup in backups if not backup.exists()]
 
 
-def put_back(plans: Sequence[Plan], *, backups: Iterable[Path] = ()) -> None:
+def put_back(plans: Sequence[Plan], *, node: Node, backups: Iterable[Path] = ()) -> None:
     """Give every file of ``plans`` its ``before`` text again (remove the ones that were new),
     last written first, and remove ``backups`` (those the write created). The caller holds
     :func:`locked_all` for every path."""
     for plan in reversed(plans):
-        target = fsio.real_path(plan.path)
+        target = node.writable(plan.path)
         if plan.before is None:
             if target.exists():
                 target.unlink()
@@ -71,18 +72,19 @@ def put_back(plans: Sequence[Plan], *, backups: Iterable[Path] = ()) -> None:
 
 
 @contextlib.contextmanager
-def locked_all(paths: Iterable[Path]) -> Iterator[None]:
+def locked_all(paths: Iterable[Path], *, node: Node) -> Iterator[None]:
     """Hold the lock of every file in ``paths`` (each folder once, in a fixed order, so two
     gpuready runs never wait on each other crosswise) while a change is planned and written.
 
-    A folder that does not exist yet (``conf.d`` before the first drop-in) is not created here:
-    the nearest folder above it is locked instead, so a dry run or a refused change leaves none.
+    A folder that does not exist yet (``conf.d`` before the first drop-in) is not created: the
+    nearest folder above it is locked instead (:func:`gpuready.fsio.locked`), and locked once
+    even when it stands for two paths (a second lock of one folder would wait for the first).
     """
-    folders = sorted({_nearest_folder(fsio.real_path(path).parent) for path in paths})
+    folders = sorted({_nearest_folder(node.writable(path).parent) for path in paths})
     with contextlib.ExitStack() as stack:
         for folder in folders:
             # fsio.locked locks the folder of the path it is given; no file of that name is made
-            stack.enter_context(fsio.locked(folder / ".gpuready-lock"))
+            stack.enter_context(fsio.locked(folder / ".gpuready-lock", node=node))
         yield
 
 

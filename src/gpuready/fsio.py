@@ -5,6 +5,11 @@ was computed, keeps a backup of the file as it was before gpuready first changed
 temporary file in the same folder, ``fsync``\\ s it, copies the original mode and owner onto it,
 and renames it over the original (atomic on POSIX), then ``fsync``\\ s the folder. A plan that
 changes nothing writes nothing, so the file keeps its bytes and its mtime.
+
+Every path is resolved by the :class:`~gpuready.node.Node`: a linked file is written at its target
+inside the root, and nothing is ever created outside it. Folders are created only when a file is
+really written (a dry run or a refused command creates none), and temporary files a killed run
+left next to the file are removed by the next write.
 """
 
 from __future__ import annotations
@@ -12,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from gpuready.errors import WriteError
+from gpuready.node import Node
 from gpuready.plan import Plan
 
 BACKUP_SUFFIX = ".gpuready.bak"
@@ -40,61 +47,119 @@ def backup_path(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: Path, *, node: Node) -> Iterator[None]:
     """Hold an exclusive lock for ``path`` while it is read, planned and written.
 
     The lock is taken on the file's folder (``flock`` on a directory descriptor), not on the file,
     because the file itself is replaced by a rename; and it leaves no lock file behind for
     containerd's ``imports`` globs to trip over. A concurrent gpuready waits here instead of
-    overwriting this run's edit.
+    overwriting this run's edit. While the folder does not exist yet, the nearest folder above it
+    is locked instead (nothing is created to take a lock); :func:`apply_plan` locks the folder
+    too once it has created it.
     """
-    folder = real_path(path).parent
+    target = node.writable(path)
+    while True:
+        folder = _nearest_folder(target.parent)
+        fd = _lock(folder, path)
+        if _nearest_folder(target.parent) == folder:
+            break
+        os.close(fd)  # the folder appeared meanwhile: lock the folder itself
+    _HELD.add(folder)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError as error:
-        raise WriteError(f"{path}: cannot take the lock: {error.strerror or error}") from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
+        _HELD.discard(folder)
         os.close(fd)
 
 
-def apply_plan(plan: Plan) -> bool:
+def _nearest_folder(folder: Path) -> Path:
+    while not folder.is_dir() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+def _lock(folder: Path, shown: Path) -> int:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise WriteError(f"{shown}: cannot take the lock: {error.strerror or error}") from None
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+def apply_plan(plan: Plan, *, node: Node) -> bool:
     """Write ``plan.after`` to ``plan.path`` safely; return False when there was nothing to do.
 
     The caller holds :func:`locked` for ``plan.path``. Raises :class:`ConcurrentChangeError` when
     the file on disk no longer holds ``plan.before``.
     """
+    target = node.writable(plan.path)
+    remove_stale_temporaries(target)
     if not plan.changes:
         return False
-    current = _read_or_none(plan.path)
-    if current != (None if plan.before is None else plan.before.encode("utf-8")):
-        raise ConcurrentChangeError(
-            f"{plan.path}: changed on disk while gpuready was planning; nothing written, run again"
-        )
-    target = real_path(plan.path)
-    if current is not None:
-        _require_owner_can_be_kept(target)
-        _keep_first_backup(target, current)
-    write_atomic(target, plan.after.encode("utf-8"))
+    with _folder_locked(target.parent, plan.path):
+        current = _read_or_none(target)
+        expected = None if plan.before is None else plan.before.encode("utf-8")
+        if current != expected:
+            raise ConcurrentChangeError(f"{plan.path}: changed on disk while gpuready was "
+                                        "planning; nothing written, run again")
+        if current is not None:
+            _require_owner_can_be_kept(target)
+            _keep_first_backup(target, current)
+        write_atomic(target, plan.after.encode("utf-8"))
     return True
 
 
-def real_path(path: Path) -> Path:
-    """The file a path names, through any symbolic links.
+@contextlib.contextmanager
+def _folder_locked(folder: Path, shown: Path) -> Iterator[None]:
+    """Create the file's folder if needed and hold its lock (again, if :func:`locked` has it)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise WriteError(f"{shown}: cannot write: {error.strerror or error}") from None
+    fd = _lock(folder, shown) if not _locked_here(folder) else None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)
 
-    A config that is a link (into a configuration repository, say) must have its target
-    edited: renaming over the link would replace it with a copy and leave the target as it was.
+
+def _locked_here(folder: Path) -> bool:
+    # flock locks belong to open file descriptions: a second open of the same folder in this
+    # process would wait for the first one forever. locked() already holds an existing folder.
+    return folder in _HELD
+
+
+_HELD: set[Path] = set()
+
+
+def remove_stale_temporaries(target: Path) -> list[Path]:
+    """Remove the temporary files a killed gpuready left next to ``target`` (and its backup).
+
+    Called under the folder's lock: every live writer holds that lock while its temporary file
+    exists, so any temporary found now belongs to a run that died.
     """
-    return Path(os.path.realpath(path))
+    removed = []
+    for name in (target.name, backup_path(target).name):
+        pattern = re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
+        try:
+            entries = os.listdir(target.parent)
+        except OSError:
+            return removed
+        for entry in entries:
+            if pattern.fullmatch(entry):
+                with contextlib.suppress(OSError):
+                    os.unlink(target.parent / entry)
+                    removed.append(target.parent / entry)
+    return removed
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Replace ``path`` with ``data`` atomically, keeping an existing file's mode and owner.
 
-    ``path`` is the real file, not a link (see :func:`real_path`).
+    ``path`` is the real file, not a link (:meth:`Node.writable` resolved it): a config that is
+    a link must have its target edited, as renaming over the link would replace it with a copy.
     """
     try:
         existing = path.stat()
@@ -103,7 +168,6 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     except OSError as error:
         raise WriteError(f"{path}: {error.strerror or error}") from None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as error:
         raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
@@ -182,14 +246,15 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
-def remove_planned(plan: Plan) -> bool:
+def remove_planned(plan: Plan, *, node: Node) -> bool:
     """Remove ``plan.path`` (a plan whose ``after`` is None); False when it is already gone.
 
     The caller holds :func:`locked`. Raises :class:`ConcurrentChangeError` when the file no
     longer holds ``plan.before``. Only gpuready's own files are removed this way (a drop-in it
     wrote, its record, a backup equal to the restored file), so no backup is kept.
     """
-    current = _read_or_none(plan.path)
+    target = node.writable(plan.path)
+    current = _read_or_none(target)
     if current is None:
         return False
     if plan.before is None or current != plan.before.encode("utf-8"):
@@ -197,24 +262,25 @@ def remove_planned(plan: Plan) -> bool:
             f"{plan.path}: changed on disk while gpuready was planning; nothing removed, run again"
         )
     try:
-        os.unlink(plan.path)
+        os.unlink(target)
     except OSError as error:
         raise WriteError(f"{plan.path}: cannot remove: {error.strerror or error}") from None
-    _fsync_folder(plan.path.parent)
+    _fsync_folder(target.parent)
     return True
 
 
-def apply_own_file(plan: Plan) -> bool:
+def apply_own_file(plan: Plan, *, node: Node) -> bool:
     """Write a file that is gpuready's own (its record): as :func:`apply_plan`, without a backup.
 
     The caller holds :func:`locked`.
     """
+    target = node.writable(plan.path)
     if not plan.changes:
         return False
-    current = _read_or_none(plan.path)
-    if current != (None if plan.before is None else plan.before.encode("utf-8")):
-        raise ConcurrentChangeError(
-            f"{plan.path}: changed on disk while gpuready was planning; nothing written, run again"
-        )
-    write_atomic(real_path(plan.path), plan.after.encode("utf-8"))
+    with _folder_locked(target.parent, plan.path):
+        current = _read_or_none(target)
+        if current != (None if plan.before is None else plan.before.encode("utf-8")):
+            raise ConcurrentChangeError(f"{plan.path}: changed on disk while gpuready was "
+                                        "planning; nothing written, run again")
+        write_atomic(target, plan.after.encode("utf-8"))
     return True

@@ -1,8 +1,8 @@
-"""Node paths and the sandbox root that may prefix them."""
+"""The node paths gpuready knows (looked up on the node through :class:`gpuready.node.Node`)."""
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 CONTAINERD_CONFIG = PurePosixPath("/etc/containerd/config.toml")
 CONTAINERD_DROPIN_DIR = PurePosixPath("/etc/containerd/conf.d")
@@ -14,14 +14,3 @@ KUBELET_CONFIG = PurePosixPath("/var/lib/kubelet/config.yaml")
 NVIDIA_RUNTIME_BINARY = PurePosixPath("/usr/bin/nvidia-container-runtime")
 CONTAINERD_SOCKET = PurePosixPath("/run/containerd/containerd.sock")
 
-
-def under_root(root: Path | str, node_path: PurePosixPath | str) -> Path:
-    """Map an absolute path on the node to the same path below ``root``.
-
-    ``under_root("/tmp/sandbox", "/etc/cdi")`` is ``/tmp/sandbox/etc/cdi``; with root ``/`` the path
-    is unchanged. Relative paths are returned as given (they are the user's own).
-    """
-    node = PurePosixPath(node_path)
-    if not node.is_absolute():
-        return Path(node)
-    return Path(root).joinpath(*node.parts[1:])

@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
+from gpuready.node import HOST, FileKind, Node
 from gpuready.problems import Problem, Severity
-from gpuready.textfile import read_text
 from gpuready.yamlfile import yaml_error
 
 RULE_INVALID = "cdi-spec-invalid"
@@ -32,9 +32,9 @@ class SpecDocument:
     problems: list[Problem] = field(default_factory=list)
 
 
-def load_spec_file(path: Path) -> SpecDocument:
-    """Read and parse ``path``: JSON for ``*.json``, YAML for everything else."""
-    text = read_text(path)
+def load_spec_file(path: Path, *, node: Node = HOST) -> SpecDocument:
+    """Read (through ``node``) and parse ``path``: JSON for ``*.json``, YAML for the rest."""
+    text = node.read_text(path, kind=FileKind.CDI_SPEC)
     if path.suffix == ".json":
         return parse_json(text, str(path))
     return parse_yaml(text, str(path))

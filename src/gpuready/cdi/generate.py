@@ -5,10 +5,10 @@ Where the GPUs come from, first match wins:
 1. ``gpus`` and/or an inventory file (:mod:`gpuready.cdi.inventory`): the spec a node *will*
    need, for an air-gapped node before its GPUs are visible or for a build pipeline;
 2. NVML, when ``nvidia-ml-py`` is installed and the driver answers;
-3. the ``/dev/nvidia<N>`` device nodes (and driver proc files) under ``root``.
+3. the ``/dev/nvidia<N>`` device nodes (and driver proc files) on the node.
 
 Driver files are searched under ``driver_root`` unless an inventory plans them. Every path in
-the spec is the node's own path: ``root`` only says where to look.
+the spec is the node's own path: the :class:`~gpuready.node.Node` only says where to look.
 
 The spec is built as data (:func:`build_spec`), its ``cdiVersion`` is the minimum its content
 needs (the validator's own function), and :func:`render` turns it into YAML or JSON text.
@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from gpuready.cdi import node, nvml
+from gpuready.cdi import node as facts
+from gpuready.cdi import nvml
 from gpuready.cdi.inventory import (
     Driver,
     Gpu,
@@ -35,7 +36,8 @@ from gpuready.cdi.inventory import (
 )
 from gpuready.cdi.versions import minimum_version
 from gpuready.errors import InputError, UsageError, VerificationError
-from gpuready.paths import CDI_SPEC, under_root
+from gpuready.node import FileKind, Node
+from gpuready.paths import CDI_SPEC
 from gpuready.plan import Plan
 
 KIND = "nvidia.com/gpu"
@@ -55,23 +57,23 @@ class GenerateOptions:
     driver_root: str = "/"
 
 
-def collect_inventory(root: Path | str, *, gpus: int | None = None,
+def collect_inventory(node: Node, *, gpus: int | None = None,
                       inventory: InventoryFile | None = None, driver_root: str = "/",
                       use_nvml: bool = True) -> NodeInventory | None:
     """The GPUs and driver files to write a spec for; None when nothing is found or given."""
     if gpus is not None or inventory is not None:
-        return planned_inventory(root, gpus=gpus, inventory=inventory, driver_root=driver_root)
+        return planned_inventory(node, gpus=gpus, inventory=inventory, driver_root=driver_root)
     report = nvml.read_gpus() if use_nvml else None
     if report is not None:
-        return _from_nvml(root, report, driver_root)
-    found = node.gpus_from_device_nodes(root)
+        return _from_nvml(node, report, driver_root)
+    found = facts.gpus_from_device_nodes(node)
     if not found:
         return None
-    return NodeInventory(found, node.find_driver(root, driver_root),
-                         node.existing(root, node.CONTROL_DEVICES), "device nodes")
+    return NodeInventory(found, facts.find_driver(node, driver_root),
+                         facts.existing(node, facts.CONTROL_DEVICES), "device nodes")
 
 
-def planned_inventory(root: Path | str, *, gpus: int | None,
+def planned_inventory(node: Node, *, gpus: int | None,
                       inventory: InventoryFile | None, driver_root: str = "/") -> NodeInventory:
     """The GPUs ``0..gpus-1`` (or those the inventory lists), with the inventory's UUIDs."""
     listed = inventory.gpus if inventory else {}
@@ -84,21 +86,21 @@ def planned_inventory(root: Path | str, *, gpus: int | None,
     for index in indexes:
         uuid, minor = listed.get(index, (None, index))
         planned.append(Gpu(index, minor, uuid, default_device_nodes(minor)))
-    driver = (inventory.planned_driver() if inventory else None) or node.find_driver(
-        root, driver_root)
-    control = node.PLANNED_CONTROL_DEVICES + tuple(
-        d for d in node.existing(root, node.CONTROL_DEVICES)
-        if d not in node.PLANNED_CONTROL_DEVICES)
+    driver = ((inventory.planned_driver() if inventory else None)
+              or facts.find_driver(node, driver_root))
+    control = facts.PLANNED_CONTROL_DEVICES + tuple(
+        d for d in facts.existing(node, facts.CONTROL_DEVICES)
+        if d not in facts.PLANNED_CONTROL_DEVICES)
     return NodeInventory(tuple(planned), driver, control, "inventory" if inventory else "--gpus")
 
 
-def _from_nvml(root: Path | str, report: nvml.NvmlReport, driver_root: str) -> NodeInventory:
+def _from_nvml(node: Node, report: nvml.NvmlReport, driver_root: str) -> NodeInventory:
     gpus = tuple(
-        Gpu(g.index, g.minor, g.uuid, node.gpu_nodes_for(root, g.minor, g.pci_address),
-            node.mig_devices_for(root, g.minor, list(g.mig)))
+        Gpu(g.index, g.minor, g.uuid, facts.gpu_nodes_for(node, g.minor, g.pci_address),
+            facts.mig_devices_for(node, g.minor, list(g.mig)))
         for g in report.gpus)
-    driver = node.find_driver(root, driver_root)
-    return NodeInventory(gpus, driver, node.existing(root, node.CONTROL_DEVICES), "NVML")
+    driver = facts.find_driver(node, driver_root)
+    return NodeInventory(gpus, driver, facts.existing(node, facts.CONTROL_DEVICES), "NVML")
 
 
 def device_names(gpu: Gpu, strategies: Iterable[str]) -> list[str]:
@@ -164,7 +166,7 @@ def _shared_edits(inventory: NodeInventory, driver_root: str, *,
 
 
 def _mount(path: str, driver_root: str) -> dict[str, Any]:
-    host = str(under_root(driver_root, path)) if driver_root != "/" else path
+    host = str(PurePosixPath(driver_root, path.lstrip("/"))) if driver_root != "/" else path
     return {"hostPath": host, "containerPath": path, "options": list(MOUNT_OPTIONS)}
 
 
@@ -196,42 +198,42 @@ def render(spec: dict[str, Any], fmt: str = "yaml") -> str:
                           width=1000)
 
 
-def hook_binary_present(root: Path | str) -> bool:
-    """True when ``/usr/bin/nvidia-cdi-hook`` exists under ``root``."""
-    return under_root(root, HOOK_BINARY).exists()
+def hook_binary_present(node: Node) -> bool:
+    """True when ``/usr/bin/nvidia-cdi-hook`` exists on the node."""
+    return node.exists(node.path(HOOK_BINARY))
 
 
-def generate_spec(root: Path | str = "/", *, gpus: int | None = None,
+def generate_spec(node: Node = "/", *, gpus: int | None = None,
                   inventory_path: Path | str | None = None,
                   options: GenerateOptions = GenerateOptions(),
                   use_nvml: bool = True) -> tuple[dict[str, Any], NodeInventory]:
     """Collect the node's GPUs (or plan them) and build the spec; InputError when there are none.
 
-    Raises :class:`InputError` when no GPU is found under ``root`` and neither ``gpus`` nor an
+    Raises :class:`InputError` when no GPU is found on the node and neither ``gpus`` nor an
     inventory was given.
     """
-    planned = load_inventory(Path(inventory_path)) if inventory_path else None
-    found = collect_inventory(root, gpus=gpus, inventory=planned,
+    planned = load_inventory(Path(inventory_path), node=node) if inventory_path else None
+    found = collect_inventory(node, gpus=gpus, inventory=planned,
                               driver_root=options.driver_root, use_nvml=use_nvml)
     if found is None:
-        raise InputError(under_root(root, "/dev"), "no GPU device node (/dev/nvidia0, ...) "
+        raise InputError(node.path("/dev"), "no GPU device node (/dev/nvidia0, ...) "
                          "found; pass --gpus N or --inventory FILE to plan the spec")
-    return build_spec(found, options, hook_binary_present=hook_binary_present(root)), found
+    return build_spec(found, options, hook_binary_present=hook_binary_present(node)), found
 
 
-def spec_text_for_node(root: Path | str = "/", gpus: int | None = None, *,
+def spec_text_for_node(node: Node = "/", gpus: int | None = None, *,
                        fmt: str = "yaml", use_nvml: bool = True) -> str:
-    """The spec text for the node at ``root``: from its GPUs, or planned for ``gpus`` of them.
+    """The spec text for ``node``: from its GPUs, or planned for ``gpus`` of them.
 
     What ``gpuready setup`` calls to create ``/etc/cdi/nvidia.yaml``: with ``gpus`` None it uses
-    the GPUs found under ``root`` and, when there are none, plans one GPU.
+    the GPUs found on the node and, when there are none, plans one GPU.
     """
     try:
-        spec, _ = generate_spec(root, gpus=gpus, use_nvml=use_nvml)
+        spec, _ = generate_spec(node, gpus=gpus, use_nvml=use_nvml)
     except InputError:
         if gpus is not None:
             raise
-        spec, _ = generate_spec(root, gpus=1, use_nvml=use_nvml)
+        spec, _ = generate_spec(node, gpus=1, use_nvml=use_nvml)
     return render(spec, fmt)
 
 
@@ -257,11 +259,11 @@ class Prepared:
     notes: tuple[str, ...]
 
 
-def output_path(root: str, output: str | None) -> Path | None:
-    """Where the spec goes: ``/etc/cdi/nvidia.yaml`` under root by default; None for ``-``."""
+def output_path(node: Node, output: str | None) -> Path | None:
+    """Where the spec goes: ``/etc/cdi/nvidia.yaml`` on the node by default; None for ``-``."""
     if output == "-":
         return None
-    return under_root(root, output or CDI_SPEC)
+    return node.path(output or CDI_SPEC)
 
 
 def prepare(request: SpecRequest) -> Prepared:
@@ -269,10 +271,11 @@ def prepare(request: SpecRequest) -> Prepared:
     from gpuready.cdi.validate import validate_spec
     from gpuready.problems import has_errors
 
-    spec, found = generate_spec(request.root, gpus=request.gpus,
+    node = Node(request.root)
+    spec, found = generate_spec(node, gpus=request.gpus,
                                 inventory_path=request.inventory_path, options=request.options,
                                 use_nvml=request.use_nvml)
-    target = output_path(request.root, request.output)
+    target = output_path(node, request.output)
     fmt = request.fmt or ("json" if target is not None and target.suffix == ".json" else "yaml")
     text = render(spec, fmt)
     problems = validate_spec(spec, file=str(target or "<stdout>"))
@@ -281,7 +284,7 @@ def prepare(request: SpecRequest) -> Prepared:
     notes = tuple(generation_notes(found, request.options))
     if target is None:
         return Prepared(text, None, notes)
-    before = _current_text(target)
+    before = node.read_text_or_none(target, kind=FileKind.CDI_SPEC)
     summary = spec_summary(spec, found)
     if before == text:
         summary = f"already up to date ({summary})"
@@ -315,11 +318,3 @@ def generation_notes(found: NodeInventory, options: GenerateOptions) -> list[str
                      "driverVersion in an --inventory file, or install the driver first)")
     return notes
 
-
-def _current_text(path: Path) -> str | None:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InputError(path, getattr(error, "strerror", None) or str(error)) from None

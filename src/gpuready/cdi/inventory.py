@@ -28,7 +28,7 @@ import yaml
 
 from gpuready.cdi.names import device_name_problem
 from gpuready.errors import InputError
-from gpuready.textfile import read_text
+from gpuready.node import HOST, FileKind, Node
 from gpuready.yamlfile import yaml_error
 
 DEFAULT_LIBRARY_DIR = "/usr/lib/x86_64-linux-gnu"
@@ -100,9 +100,9 @@ def default_device_nodes(minor: int) -> tuple[str, ...]:
     return (f"/dev/nvidia{minor}",)
 
 
-def load_inventory(path: Path) -> InventoryFile:
+def load_inventory(path: Path, *, node: Node = HOST) -> InventoryFile:
     """Read and check an inventory file; every mistake is an InputError naming the field."""
-    text = read_text(path)
+    text = node.read_text(path, kind=FileKind.INVENTORY)
     if path.suffix == ".json":
         try:
             data = json.loads(text)

@@ -10,20 +10,21 @@ How DRI nodes are tied to a GPU (they are added to that GPU's device only):
 2. otherwise ``/dev/dri/by-path/pci-<address>-card`` (or ``-render``) links to the node.
 
 The PCI address of a GPU, its UUID and its minor number come from
-``/proc/driver/nvidia/gpus/<address>/information``. Links are read, never followed, so absolute
-link targets inside a sandbox do not escape it. A DRI node that cannot be tied to a GPU is left
-out, and only nodes that exist under ``/dev/dri`` are named.
+``/proc/driver/nvidia/gpus/<address>/information``. Every path is looked up through the
+:class:`~gpuready.node.Node`, so absolute link targets inside a sandbox do not escape it. A
+DRI node that cannot be tied to a GPU is left out, and only nodes that exist under ``/dev/dri``
+are named.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from gpuready.cdi.inventory import Driver, Gpu, MigDevice
-from gpuready.paths import under_root
+from gpuready.errors import InputError
+from gpuready.node import FileKind, Node
 
 GPU_NODE = re.compile(r"nvidia(\d+)")
 CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
@@ -55,22 +56,20 @@ class ProcGpu:
     uuid: str | None
 
 
-def gpu_minors(root: Path | str) -> list[int]:
-    """Minor numbers of the ``/dev/nvidia<N>`` nodes under ``root``, ascending."""
-    dev = under_root(root, "/dev")
+def gpu_minors(node: Node) -> list[int]:
+    """Minor numbers of the ``/dev/nvidia<N>`` nodes on the node, ascending."""
     try:
-        entries = os.listdir(dev)
-    except OSError:
+        entries = node.listdir(node.path("/dev"))
+    except (OSError, InputError):
         return []
     return sorted(int(m.group(1)) for m in map(GPU_NODE.fullmatch, entries) if m)
 
 
-def proc_gpus(root: Path | str) -> dict[int, ProcGpu]:
+def proc_gpus(node: Node) -> dict[int, ProcGpu]:
     """GPUs described in ``/proc/driver/nvidia/gpus/*/information``, by minor number."""
-    folder = under_root(root, PROC_GPUS)
     found: dict[int, ProcGpu] = {}
-    for entry in sorted(folder.glob("*/information")):
-        fields = _colon_fields(entry)
+    for entry in node.glob(node.path(PROC_GPUS) / "*" / "information"):
+        fields = _colon_fields(node, entry)
         minor = fields.get("Device Minor", "")
         if minor.isdigit():
             uuid = fields.get("GPU UUID") or None
@@ -78,59 +77,50 @@ def proc_gpus(root: Path | str) -> dict[int, ProcGpu]:
     return found
 
 
-def _colon_fields(path: Path) -> dict[str, str]:
+def _colon_fields(node: Node, path: Path) -> dict[str, str]:
     try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError:
+        lines = node.read_text(path, kind=FileKind.NODE_FACT).splitlines()
+    except InputError:
         return {}
     pairs = (line.partition(":") for line in lines)
     return {key.strip(): value.strip() for key, sep, value in pairs if sep}
 
 
-def existing(root: Path | str, node_paths: tuple[str, ...]) -> tuple[str, ...]:
-    """The node paths among ``node_paths`` that exist under ``root``."""
-    return tuple(p for p in node_paths if os.path.lexists(under_root(root, p)))
+def existing(node: Node, node_paths: tuple[str, ...]) -> tuple[str, ...]:
+    """The node paths among ``node_paths`` that exist on the node."""
+    return tuple(p for p in node_paths if node.lexists(node.path(p)))
 
 
-def dri_nodes_by_pci(root: Path | str) -> dict[str, list[str]]:
+def dri_nodes_by_pci(node: Node) -> dict[str, list[str]]:
     """DRI nodes (``/dev/dri/card1``, ``/dev/dri/renderD128``) of NVIDIA GPUs, by PCI address."""
     found: dict[str, list[str]] = {}
-    drm = under_root(root, "/sys/class/drm")
-    for entry in sorted(drm.glob("*")) if drm.is_dir() else []:
+    for entry in node.glob(node.path("/sys/class/drm") / "*"):
         if not re.fullmatch(r"card\d+|renderD\d+", entry.name):
             continue
-        if _link_name(entry / "device" / "driver") != "nvidia":
+        if node.readlink_name(entry / "device" / "driver") != "nvidia":
             continue
-        address = _link_name(entry / "device")
+        address = node.readlink_name(entry / "device")
         if address:
             found.setdefault(address.lower(), []).append(f"/dev/dri/{entry.name}")
-    return {pci: [n for n in nodes if os.path.lexists(under_root(root, n))]
+    return {pci: [n for n in nodes if node.lexists(node.path(n))]
             for pci, nodes in found.items()}
 
 
-def dri_nodes_by_path(root: Path | str, pci_address: str) -> list[str]:
+def dri_nodes_by_path(node: Node, pci_address: str) -> list[str]:
     """DRI nodes named by ``/dev/dri/by-path/pci-<address>-{card,render}`` links."""
     nodes = []
     for suffix in ("card", "render"):
-        link = under_root(root, f"/dev/dri/by-path/pci-{pci_address}-{suffix}")
-        name = _link_name(link)
-        if name and os.path.lexists(under_root(root, f"/dev/dri/{name}")):
+        name = node.readlink_name(node.path(f"/dev/dri/by-path/pci-{pci_address}-{suffix}"))
+        if name and node.lexists(node.path(f"/dev/dri/{name}")):
             nodes.append(f"/dev/dri/{name}")
     return nodes
 
 
-def _link_name(path: Path) -> str | None:
-    try:
-        return PurePosixPath(os.readlink(path)).name
-    except OSError:
-        return None
-
-
-def mig_cap_minors(root: Path | str) -> dict[str, int]:
+def mig_cap_minors(node: Node) -> dict[str, int]:
     """``gpu0/gi1/access`` → cap minor, from the driver's ``mig-minors`` table."""
     try:
-        text = under_root(root, MIG_MINORS).read_text(encoding="utf-8")
-    except OSError:
+        text = node.read_text(node.path(MIG_MINORS), kind=FileKind.NODE_FACT)
+    except InputError:
         return {}
     table = {}
     for line in text.splitlines():
@@ -151,68 +141,69 @@ def mig_device_nodes(caps: dict[str, int], gpu_minor: int, gpu_instance: int,
     return tuple(nodes)
 
 
-def gpus_from_device_nodes(root: Path | str) -> tuple[Gpu, ...]:
-    """The GPUs whose ``/dev/nvidia<N>`` nodes exist under ``root``.
+def gpus_from_device_nodes(node: Node) -> tuple[Gpu, ...]:
+    """The GPUs whose ``/dev/nvidia<N>`` nodes exist on the node.
 
     Indexes follow PCI address order when the driver's proc files give every address (that is
     the order NVML numbers GPUs in), else minor-number order.
     """
-    minors = gpu_minors(root)
-    proc = proc_gpus(root)
+    minors = gpu_minors(node)
+    proc = proc_gpus(node)
     if minors and all(m in proc for m in minors):
         minors.sort(key=lambda m: proc[m].pci_address)
-    dri = dri_nodes_by_pci(root)
+    dri = dri_nodes_by_pci(node)
     gpus = []
     for index, minor in enumerate(minors):
         info = proc.get(minor)
         nodes = [f"/dev/nvidia{minor}"]
         if info:
-            nodes += dri.get(info.pci_address) or dri_nodes_by_path(root, info.pci_address)
+            nodes += dri.get(info.pci_address) or dri_nodes_by_path(node, info.pci_address)
         gpus.append(Gpu(index, minor, info.uuid if info else None, tuple(nodes)))
     return tuple(gpus)
 
 
-def gpu_nodes_for(root: Path | str, minor: int, pci_address: str | None) -> tuple[str, ...]:
+def gpu_nodes_for(node: Node, minor: int, pci_address: str | None) -> tuple[str, ...]:
     """``/dev/nvidia<minor>`` and, when they can be tied to it, the GPU's DRI nodes."""
     nodes = [f"/dev/nvidia{minor}"]
     if pci_address:
-        nodes += (dri_nodes_by_pci(root).get(pci_address.lower())
-                  or dri_nodes_by_path(root, pci_address.lower()))
+        nodes += (dri_nodes_by_pci(node).get(pci_address.lower())
+                  or dri_nodes_by_path(node, pci_address.lower()))
     return tuple(nodes)
 
 
-def mig_devices_for(root: Path | str, minor: int,
+def mig_devices_for(node: Node, minor: int,
                     records: list[tuple[int, str | None, int, int]]) -> tuple[MigDevice, ...]:
     """MIG devices from (index, uuid, gpu instance, compute instance) records."""
-    caps = mig_cap_minors(root)
+    caps = mig_cap_minors(node)
     return tuple(MigDevice(index, uuid, mig_device_nodes(caps, minor, gi, ci))
                  for index, uuid, gi, ci in records)
 
 
-def find_driver(root: Path | str, driver_root: str = "/") -> Driver:
-    """The driver's libraries, binaries and firmware under ``driver_root`` (itself under root).
+def find_driver(node: Node, driver_root: str = "/") -> Driver:
+    """The driver's libraries, binaries and firmware under ``driver_root`` (itself on the node).
 
     The version is read from the file names (``libcuda.so.550.54.15``); only libraries of that
-    version are taken, so a left-over older library is not mounted.
+    version are taken, so a left-over older library is not mounted. The driver root is a root of
+    its own (a driver container's file system): its absolute links stay inside it.
     """
-    base = under_root(root, driver_root)
+    base = Node(node.resolve(node.path(driver_root)))
     version, folder = _driver_version(base)
     if version is None:
         return Driver()
     libraries = tuple(f"{folder}/{name}.{version}" for name in DRIVER_LIBRARIES
-                      if (under_root(base, folder) / f"{name}.{version}").is_file())
+                      if base.is_file(base.path(folder) / f"{name}.{version}"))
     firmware = sorted(str(PurePosixPath("/lib/firmware/nvidia", version, p.name)) for p in
-                      under_root(base, f"/lib/firmware/nvidia/{version}").glob("*.bin"))
+                      base.glob(base.path(f"/lib/firmware/nvidia/{version}") / "*.bin"))
     binaries = existing(base, DRIVER_BINARIES)
     return Driver(version, libraries, binaries + tuple(firmware))
 
 
-def _driver_version(base: Path) -> tuple[str | None, str]:
+def _driver_version(base: Node) -> tuple[str | None, str]:
     for folder in LIBRARY_DIRS:
-        path = under_root(base, folder)
-        if path.is_symlink() or not path.is_dir():
+        path = base.path(folder)
+        if base.is_link(path) or not base.is_dir(path):
             continue  # /lib64 -> /usr/lib64 on merged-/usr systems: read it once
-        versions = sorted((m.group(2) for m in map(VERSIONED.fullmatch, os.listdir(path))
+        versions = sorted((m.group(2) for m in map(VERSIONED.fullmatch, base.listdir(path))
                            if m), key=_numeric)
         if versions:
             return versions[-1], folder

@@ -8,16 +8,17 @@ from collections.abc import Sequence
 
 from gpuready.cdi.validate import Scan, discover, scan
 from gpuready.errors import ExitCode
-from gpuready.paths import under_root
+from gpuready.node import Node
 from gpuready.problems import Problem, Severity, has_errors
 from gpuready.reporting.text import location
 
 
 def scan_for(root: str, paths: Sequence[str]) -> Scan:
     """Scan ``paths`` (node paths, looked up under ``root``), or the node's CDI folders."""
+    node = Node(root)
     if not paths:
-        return discover(root)
-    return scan([under_root(root, p) for p in paths])
+        return discover(node)
+    return scan([node.path(p) for p in paths], node=node)
 
 
 def validation_exit_code(found: Scan) -> int:

@@ -36,7 +36,8 @@ from gpuready.cdi.versions import (
     version_key,
 )
 from gpuready.errors import InputError
-from gpuready.paths import CDI_DIRS, under_root
+from gpuready.node import HOST, Node
+from gpuready.paths import CDI_DIRS
 from gpuready.problems import Problem, Severity, has_errors
 
 RULE_STRICT = "cdi-spec-strict"
@@ -277,9 +278,9 @@ class Scan:
         return [problem for spec in self.specs for problem in spec.problems]
 
 
-def load_spec(path: Path) -> SpecFile:
+def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
     """Validate one file and, when the loader accepts it, read its kind and device names."""
-    document = load_spec_file(path)
+    document = load_spec_file(path, node=node)
     found = SpecFile(path, validate_document(document))
     if found.accepted:
         spec, _ = decode_spec(document.data, file=str(path))
@@ -288,12 +289,12 @@ def load_spec(path: Path) -> SpecFile:
     return found
 
 
-def spec_files_in(directory: Path) -> tuple[list[Path], list[Problem]]:
+def spec_files_in(directory: Path, *, node: Node = HOST) -> tuple[list[Path], list[Problem]]:
     """The files the CDI cache reads in ``directory`` (sorted), and notes on what it skips."""
     files: list[Path] = []
     notes: list[Problem] = []
-    for entry in sorted(directory.iterdir()):
-        if entry.is_dir():
+    for entry in (directory / name for name in node.listdir(directory)):
+        if node.is_dir(entry):
             continue  # the cache does not descend into folders
         if entry.suffix in SPEC_SUFFIXES:
             files.append(entry)
@@ -304,7 +305,7 @@ def spec_files_in(directory: Path) -> tuple[list[Path], list[Problem]]:
     return files, notes
 
 
-def scan(paths: Sequence[Path | str], *, missing_ok: bool = False) -> Scan:
+def scan(paths: Sequence[Path | str], *, missing_ok: bool = False, node: Node = HOST) -> Scan:
     """Read spec files and folders as the CDI cache does; a later path has higher priority.
 
     A folder contributes its ``*.json`` and ``*.yaml`` files; a file stands alone. Paths that do
@@ -313,7 +314,7 @@ def scan(paths: Sequence[Path | str], *, missing_ok: bool = False) -> Scan:
     result = Scan()
     groups: list[list[SpecFile]] = []
     for path in map(Path, paths):
-        group = _read_group(path, result, missing_ok=missing_ok)
+        group = _read_group(path, result, missing_ok=missing_ok, node=node)
         if group is not None:
             groups.append(group)
             result.specs.extend(group)
@@ -321,16 +322,16 @@ def scan(paths: Sequence[Path | str], *, missing_ok: bool = False) -> Scan:
     return result
 
 
-def discover(root: Path | str = "/") -> Scan:
-    """The specs and devices a runtime on the node at ``root`` would load from the CDI dirs."""
-    return scan([under_root(root, directory) for directory in CDI_DIRS], missing_ok=True)
+def discover(node: Node = HOST) -> Scan:
+    """The specs and devices a runtime on ``node`` would load from the CDI dirs."""
+    return scan([node.path(directory) for directory in CDI_DIRS], missing_ok=True, node=node)
 
 
-def _read_group(path: Path, result: Scan, *, missing_ok: bool) -> list[SpecFile] | None:
+def _read_group(path: Path, result: Scan, *, missing_ok: bool, node: Node) -> list[SpecFile] | None:
     try:
-        if path.is_dir():
-            files, notes = spec_files_in(path)
-        elif path.exists() or not missing_ok:
+        if node.is_dir(path):
+            files, notes = spec_files_in(path, node=node)
+        elif node.exists(path) or not missing_ok:
             files, notes = [path], []
         else:
             return None
@@ -341,7 +342,7 @@ def _read_group(path: Path, result: Scan, *, missing_ok: bool) -> list[SpecFile]
              ((n, Path(n.file)) for n in notes)]
     for file in files:
         try:
-            group.append(load_spec(file))
+            group.append(load_spec(file, node=node))
         except InputError as error:
             result.unreadable.append(error)
     return group

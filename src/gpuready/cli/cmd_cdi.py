@@ -161,6 +161,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
     from gpuready import fsio
     from gpuready.cdi import generate
+    from gpuready.node import Node
 
     options = generate.GenerateOptions(
         strategies=tuple(args.device_name_strategy or generate.DEFAULT_STRATEGIES),
@@ -178,7 +179,8 @@ def run_generate(args: argparse.Namespace) -> int:
         print(result.plan.diff() or f"{result.plan.path}: {result.plan.summary}\n", end="")
         return 0
     generate.check_replace(result.plan, force=args.force)
-    with fsio.locked(result.plan.path):
-        changed = fsio.apply_plan(result.plan)
+    node = Node(args.root)
+    with fsio.locked(result.plan.path, node=node):
+        changed = fsio.apply_plan(result.plan, node=node)
     print(f"{'wrote' if changed else 'unchanged'} {result.plan.path}: {result.plan.summary}")
     return 0

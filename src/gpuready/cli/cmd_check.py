@@ -48,13 +48,13 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run every contract check and print them."""
-    from pathlib import Path, PurePosixPath
+    from pathlib import PurePosixPath
 
-    from gpuready.textfile import read_text
+    from gpuready.node import Node
     from gpuready.workflow.contract import NodeFiles, contract_checks
 
-    files = NodeFiles.under(Path(args.root).absolute(), PurePosixPath(args.toolkit_dir))
-    checks = contract_checks(files, args.runtime_name, read_text)
+    files = NodeFiles.on(Node(args.root), PurePosixPath(args.toolkit_dir))
+    checks = contract_checks(files, args.runtime_name, files.read)
     ok = all(check.ok for check in checks)
     if args.format == "json":
         print(json.dumps({"status": "ok" if ok else "failed",

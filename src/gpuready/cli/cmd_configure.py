@@ -129,9 +129,9 @@ def run(args: argparse.Namespace) -> int:
             expect_runtime=args.runtime_name,
         )
     paths = [node.config] + ([drop_in.path] if drop_in else [])
-    with locked_all(paths):
+    with locked_all(paths, node=node.node):
         plans = plan_configure_node(node, request, drop_in=drop_in)
-        written = [] if args.dry_run else write(plans)
+        written = [] if args.dry_run else write(plans, node=node)
     report = daytwo.report(plans, written, dry_run=args.dry_run)
     if args.enable_cdi:
         report["notes"].append(cdi_support_note())

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from gpuready.errors import ExitCode, UsageError
-    from gpuready.paths import CONTAINERD_CONFIG, under_root
+    from gpuready.paths import CONTAINERD_CONFIG
     from gpuready.reporting import render
     from gpuready.rules import selection
     from gpuready.rules.context import Options
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     selected = selection(select=args.select, ignore=args.ignore)
     options = Options(runtime_name=args.runtime_name, root=Path(args.root))
-    paths = [Path(f) for f in args.files] or [under_root(args.root, CONTAINERD_CONFIG)]
+    paths = [Path(f) for f in args.files] or [options.node.path(CONTAINERD_CONFIG)]
     if args.dry_run and not args.fix:
         raise UsageError("--dry-run goes with --fix")
     if args.fix:

@@ -84,10 +84,13 @@ def run(args: argparse.Namespace) -> int:
     """Run the steps, print one line each (and the diffs in a dry run), then the checks."""
     from pathlib import Path, PurePosixPath
 
+    from gpuready.node import Node
     from gpuready.workflow.setup import SetupOptions, run_setup
 
+    node = Node(args.root)
+    node.check_root()
     options = SetupOptions(
-        root=Path(args.root).absolute(),
+        node=node,
         request=runtime_request(args),
         toolkit_dir=PurePosixPath(args.toolkit_dir),
         base=Path(args.base) if args.base else None,

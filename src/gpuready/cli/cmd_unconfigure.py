@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.workflow.daytwo import plan_unconfigure_node, write
 
     node = daytwo.node_config(args)
-    record = load_record(node.config)
+    record = load_record(node.config, node=node.node)
     if args.restart:
         runtimes = [s["name"] for s in (record or {}).get("settings", []) if s["kind"] == "runtime"]
         return daytwo.transact(
@@ -69,9 +69,9 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     paths = [node.config] + [Path(name) for name in (record or {}).get("files", {})]
-    with locked_all(paths):
+    with locked_all(paths, node=node.node):
         plans = plan_unconfigure_node(node)
-        written = [] if args.dry_run else write(plans)
+        written = [] if args.dry_run else write(plans, node=node)
     report = daytwo.report(plans, written, dry_run=args.dry_run)
     if not plans:
         report["summary"] = f"nothing recorded for {node.config}: nothing to remove"

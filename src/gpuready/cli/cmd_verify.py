@@ -105,7 +105,8 @@ def options_from(args: argparse.Namespace):
 
     from gpuready.cri.verify import VerifyOptions
     from gpuready.errors import UsageError
-    from gpuready.paths import CONTAINERD_CONFIG, under_root
+    from gpuready.node import Node
+    from gpuready.paths import CONTAINERD_CONFIG
 
     if not args.live:
         raise UsageError("verify needs --live (it asks the running containerd)")
@@ -114,7 +115,7 @@ def options_from(args: argparse.Namespace):
     root = Path(args.root)
     return VerifyOptions(
         address=args.address,
-        config_path=Path(args.config) if args.config else under_root(root, CONTAINERD_CONFIG),
+        config_path=Path(args.config) if args.config else Node(root).path(CONTAINERD_CONFIG),
         root=root,
         runtime_name=args.runtime_name,
         handler=args.runtime_handler or args.runtime_name,

@@ -15,23 +15,25 @@ def node_config(args: argparse.Namespace):
     from pathlib import Path
 
     from gpuready.containerd.semantics import choose
-    from gpuready.paths import CONTAINERD_CONFIG, under_root
+    from gpuready.node import Node
+    from gpuready.paths import CONTAINERD_CONFIG
     from gpuready.workflow.daytwo import NodeConfig
 
     root = Path(args.root)
-    path = Path(args.config) if args.config else under_root(root, CONTAINERD_CONFIG)
+    path = Path(args.config) if args.config else Node(root).path(CONTAINERD_CONFIG)
     flag = getattr(args, "containerd_version", None)
-    semantics = choose(flag=flag, probe=True, config_version=_version_or_none(path))
+    semantics = choose(flag=flag, probe=True, config_version=_version_or_none(path, root))
     return NodeConfig(config=path, root=root, major=semantics.major)
 
 
-def _version_or_none(path):
+def _version_or_none(path, root):
     """The config's ``version`` for choosing the merge rule; its errors come with the plan."""
     from gpuready.containerd.document import load_config
     from gpuready.errors import GpureadyError
+    from gpuready.node import Node
 
     try:
-        return load_config(path).data.get("version")
+        return load_config(path, node=Node(root)).data.get("version")
     except GpureadyError:
         return None
 

@@ -10,8 +10,9 @@ from importlib import resources
 from pathlib import Path
 
 from gpuready.errors import InputError
-from gpuready.paths import FIXTURE_BASE, under_root
-from gpuready.textfile import decode, read_text
+from gpuready.node import FileKind, Node
+from gpuready.paths import FIXTURE_BASE
+from gpuready.textfile import decode
 
 CONTAINERD_DEFAULT_TIMEOUT_S = 20
 
@@ -25,16 +26,17 @@ class BaseSource:
     keeps_existing: bool = False
 
 
-def choose_base(*, root: Path, config_path: Path, base: Path | None) -> BaseSource:
-    """The base: ``--base``; else the existing config; else the air-gap fixture under ``root``;
+def choose_base(*, node: Node, config_path: Path, base: Path | None) -> BaseSource:
+    """The base: ``--base``; else the existing config; else the air-gap fixture on the node;
     else ``containerd config default``; else the base shipped with gpuready."""
     if base is not None:
-        return BaseSource(read_text(base), f"--base {base}")
-    if config_path.exists():
-        return BaseSource(read_text(config_path), f"existing {config_path}", keeps_existing=True)
-    fixture = under_root(root, FIXTURE_BASE)
-    if fixture.is_file():
-        return BaseSource(read_text(fixture), f"fixture {fixture}")
+        return BaseSource(node.read_text(base, kind=FileKind.CONFIG), f"--base {base}")
+    if node.exists(config_path):
+        text = node.read_text(config_path, kind=FileKind.CONFIG)
+        return BaseSource(text, f"existing {config_path}", keeps_existing=True)
+    fixture = node.path(FIXTURE_BASE)
+    if node.is_file(fixture):
+        return BaseSource(node.read_text(fixture, kind=FileKind.CONFIG), f"fixture {fixture}")
     default = containerd_config_default()
     if default is not None:
         return BaseSource(default, "`containerd config default`")

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.errors import InputError
-from gpuready.textfile import read_text, restyle, without_bom
+from gpuready.node import HOST, FileKind, Node
+from gpuready.textfile import restyle, without_bom
 
 _POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _END_OF_DOCUMENT = re.compile(r"\s*\(at end of document\)\s*$")
@@ -54,9 +55,9 @@ def toml_error(message: str, text: str, path: Path | str) -> InputError:
     return InputError(path, f"invalid TOML: {message}")
 
 
-def load_config(path: Path) -> ConfigFile:
-    """Read and parse a containerd config file."""
-    text = read_text(path)
+def load_config(path: Path, *, node: Node = HOST) -> ConfigFile:
+    """Read (through ``node``) and parse a containerd config file."""
+    text = node.read_text(path, kind=FileKind.CONFIG)
     return ConfigFile(path=path, text=text, data=parse_toml(text, path))
 
 

@@ -26,9 +26,9 @@ from gpuready.containerd.document import ConfigFile, load_config_text, parse_for
 from gpuready.containerd.effective import EffectiveConfig, load_effective
 from gpuready.containerd.versions import render_key_path
 from gpuready.errors import InputError, UsageError
-from gpuready.paths import CONTAINERD_DROPIN_DIR, under_root
+from gpuready.node import FileKind, Node
+from gpuready.paths import CONTAINERD_DROPIN_DIR
 from gpuready.plan import Plan
-from gpuready.textfile import read_text
 
 DEFAULT_DROP_IN = CONTAINERD_DROPIN_DIR / "99-nvidia.toml"
 # The first line of every drop-in gpuready writes: how a later run knows the file is its own.
@@ -49,7 +49,7 @@ def drop_in_target(path: str | None, *, root: Path) -> DropIn:
     ``/etc/containerd/conf.d/99-nvidia.toml``."""
     node = PurePosixPath(path or DEFAULT_DROP_IN)
     if node.is_absolute():
-        return DropIn(under_root(root, node), str(node))
+        return DropIn(Node(root).path(node), str(node))
     if Path(root) != Path("/"):
         raise UsageError(f"--drop-in {path}: give the node path (absolute) with --root")
     host = Path(os.path.abspath(node))
@@ -61,7 +61,7 @@ def plan_drop_in(
 ) -> list[Plan]:
     """The drop-in's plan, then the main file's (its ``imports`` entry, or a no-op saying which
     entry already covers the drop-in)."""
-    existing = _existing(target.path)
+    existing = Node(root).read_text_or_none(target.path, kind=FileKind.CONFIG)
     if existing is not None and not existing.startswith(MARKER):
         raise InputError(
             target.path,
@@ -124,7 +124,7 @@ def covering_entry(effective: EffectiveConfig, target: DropIn, *, root: Path) ->
     wanted = Path(os.path.abspath(target.path))
     for file in effective.files:
         for entry in facts.imports(file.data):
-            pattern = under_root(root, entry) if entry.startswith("/") else file.path.parent / entry
+            pattern = Node(root).path(entry) if entry.startswith("/") else file.path.parent / entry
             pattern = Path(os.path.abspath(pattern))
             if any(char in entry for char in _GLOB_CHARS):
                 # containerd globs like Go's filepath.Glob: '*' stops at '/', as here.
@@ -154,8 +154,3 @@ def plan_import(
     return Plan(main.path, main.text, render_edit(main, document),
                 f"import {target.entry}")
 
-
-def _existing(path: Path) -> str | None:
-    if not path.exists():
-        return None
-    return read_text(path)

@@ -19,7 +19,7 @@ from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.versions import ConfigVersion, spec_of
-from gpuready.paths import under_root
+from gpuready.node import FileKind, Node
 from gpuready.rules.context import FileContext, Options
 from gpuready.rules.imports import load_imports, merge
 
@@ -62,7 +62,7 @@ def load_effective(
     not valid TOML raises its one-line error.
     """
     options = Options(root=root)
-    first = FileContext(main, _read(main), options=options)
+    first = FileContext(main, _read(main, root), options=options)
     if first.syntax_error:
         raise first.syntax_error
     files, missing = load_imports(first, options=options)
@@ -79,10 +79,8 @@ def _same_file(one: Path, other: Path) -> bool:
     return os.path.realpath(one) == os.path.realpath(other)
 
 
-def _read(path: Path) -> str:
-    from gpuready.containerd.document import read_text
-
-    return read_text(path)
+def _read(path: Path, root: Path) -> str:
+    return Node(root).read_text(path, kind=FileKind.CONFIG)
 
 
 @contextlib.contextmanager
@@ -100,7 +98,7 @@ def staged(
         texts: dict[Path, str] = {}
         with contextlib.suppress(Exception):  # an unreadable current file: candidates decide
             options = Options(root=root)
-            current = FileContext(main, _read(main), options=options)
+            current = FileContext(main, _read(main, root), options=options)
             for file in load_imports(current, options=options)[0]:
                 texts[file.path] = file.text
         for path, text in candidates.items():
@@ -145,7 +143,7 @@ class Stage:
         if not isinstance(entries, list) or not entries:
             return text
         document["imports"] = [
-            str(self.path(under_root(self.root, entry)))
+            str(self.path(Node(self.root).path(entry)))
             if isinstance(entry, str) and entry.startswith("/") else entry
             for entry in entries
         ]

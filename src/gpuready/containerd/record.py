@@ -20,11 +20,11 @@ from gpuready.containerd import facts
 from gpuready.containerd.document import parse_toml
 from gpuready.containerd.versions import spec_of
 from gpuready.errors import InputError
+from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
 
 RECORD_SUFFIX = ".gpuready.json"
 FORMAT = 1
-MAX_RECORD_BYTES = 64 * 1024
 # The runtime keys gpuready sets on a runtime that was already registered.
 OWNED_RUNTIME_KEYS = (("runtime_type",), ("options", "BinaryName"), ("options", "SystemdCgroup"))
 ABSENT = None  # a setting that was not in the file
@@ -40,17 +40,15 @@ def sha256(text: str | None) -> str | None:
     return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def load_record(main: Path) -> dict[str, Any] | None:
+def load_record(main: Path, *, node: Node) -> dict[str, Any] | None:
     """The record of ``main``, or None when gpuready has recorded nothing there."""
     path = record_path(main)
-    if not path.exists():
+    text = node.read_text_or_none(path, kind=FileKind.NODE_FACT)
+    if text is None:
         return None
     try:
-        raw = path.read_bytes()
-        if len(raw) > MAX_RECORD_BYTES:
-            raise InputError(path, f"larger than {MAX_RECORD_BYTES} bytes: not a gpuready record")
-        record = json.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as error:
+        record = json.loads(text)
+    except ValueError as error:
         raise InputError(path, f"unreadable gpuready record: {error}") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise InputError(path, "not a gpuready record this version understands")

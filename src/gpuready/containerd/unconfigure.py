@@ -25,38 +25,41 @@ from gpuready.containerd.record import load_record, record_path, sha256
 from gpuready.containerd.versions import KeyPath, spec_of
 from gpuready.errors import InputError
 from gpuready.fsio import backup_path
+from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
-from gpuready.textfile import read_text
 
 
-def plan_unconfigure(main: Path) -> list[Plan]:
+def plan_unconfigure(main: Path, *, node: Node) -> list[Plan]:
     """One plan per file gpuready changed, then the backups and the record to remove.
 
     An empty list when gpuready recorded nothing for ``main``.
     """
-    record = load_record(main)
+    record = load_record(main, node=node)
     if record is None:
         return []
     plans: list[Plan] = []
     for name, entry in record["files"].items():
         path = Path(name)
         settings = [s for s in record["settings"] if s["file"] == name]
-        plans += plan_file(path, entry, settings)
+        plans += plan_file(path, entry, settings, node=node)
     record_file = record_path(main)
-    plans.append(Plan(record_file, read_text(record_file), None, "remove gpuready's record"))
+    before = node.read_text(record_file, kind=FileKind.NODE_FACT)
+    plans.append(Plan(record_file, before, None, "remove gpuready's record"))
     return plans
 
 
-def plan_file(path: Path, entry: Mapping[str, Any], settings: list[Mapping]) -> list[Plan]:
+def plan_file(
+    path: Path, entry: Mapping[str, Any], settings: list[Mapping], *, node: Node
+) -> list[Plan]:
     """The plans that take gpuready's changes out of one file."""
-    current = read_text(path) if path.exists() else None
+    current = node.read_text_or_none(path, kind=FileKind.CONFIG)
     if current is None:
         return [Plan(path, None, None, "already removed")]
     if sha256(current) == entry.get("written"):
         if entry.get("original") is None:
             return [Plan(path, current, None, "remove the drop-in gpuready wrote")]
         backup = backup_path(path)
-        original = read_text(backup) if backup.exists() else None
+        original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
         if sha256(original) == entry.get("original"):
             return [
                 Plan(path, current, original, "restore the original, byte for byte"),

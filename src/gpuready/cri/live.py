@@ -23,7 +23,7 @@ from gpuready.cri.process import ServingProcess
 from gpuready.errors import InputError
 from gpuready.kubernetes import runtimeclass
 from gpuready.kubernetes.runtimeclass import RuntimeClass
-from gpuready.paths import under_root
+from gpuready.node import Node
 
 
 class Outcome(StrEnum):
@@ -125,7 +125,7 @@ def why_not_live(disk: ConfigFile, context: Comparison) -> str:
     served = context.served_by
     if served is None:
         return "restart containerd, or check which file it reads (containerd --config)"
-    read_path = under_root(context.root, served.config_path)
+    read_path = Node(context.root).path(served.config_path)
     if os.path.abspath(read_path) != os.path.abspath(disk.path):
         return f"containerd (pid {served.pid}) reads {served.config_path}, not {disk.path}"
     try:

@@ -19,6 +19,7 @@ from gpuready.cri.live import CheckResult, Comparison, LiveConfig, LiveRuntime, 
 from gpuready.cri.probe import ProbeResult, run_probe
 from gpuready.cri.process import ServingProcess, serving_process
 from gpuready.errors import UsageError, VerificationError
+from gpuready.node import Node
 
 PROBE_IMAGE_MODES = ("node", "build")
 
@@ -143,7 +144,7 @@ def probe(
 
 def verify_live(options: VerifyOptions) -> LiveReport:
     """Compare the running containerd with the file on disk, check RuntimeClasses, and probe."""
-    disk = load_config(options.config_path)
+    disk = load_config(options.config_path, node=Node(options.root))
     spec_of(disk.data, path=disk.path)  # an unknown version is bad input, before connecting
     classes = [  # bad YAML is bad input, found before connecting
         found

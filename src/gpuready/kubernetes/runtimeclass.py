@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuready.node import HOST, FileKind, Node
 from gpuready.yamlfile import yaml_error
 
 API_VERSION = "node.k8s.io/v1"
@@ -53,11 +54,9 @@ def is_dns_label(value: object) -> bool:
     return isinstance(value, str) and len(value) <= DNS_LABEL_MAX and bool(DNS_LABEL.match(value))
 
 
-def load(path: Path) -> list[RuntimeClass]:
-    """Every RuntimeClass in a (possibly multi-document) YAML file."""
-    from gpuready.textfile import read_text
-
-    text = read_text(path)
+def load(path: Path, *, node: Node = HOST) -> list[RuntimeClass]:
+    """Every RuntimeClass in a (possibly multi-document) YAML file, read through ``node``."""
+    text = node.read_text(path, kind=FileKind.MANIFEST)
     return parse(text, path)
 
 

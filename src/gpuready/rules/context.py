@@ -17,6 +17,7 @@ from gpuready.containerd.document import toml_error
 from gpuready.containerd.semantics import Semantics
 from gpuready.containerd.versions import VERSIONS, ConfigVersion, KeyPath, render_key_path
 from gpuready.errors import InputError
+from gpuready.node import Node
 from gpuready.problems import Problem, Severity
 from gpuready.rules.locate import Locator, Position
 from gpuready.textfile import without_bom
@@ -28,6 +29,11 @@ class Options:
 
     runtime_name: str = "nvidia"
     root: Path = Path("/")
+
+    @property
+    def node(self) -> Node:
+        """The node the root names: every file is read through it."""
+        return Node(self.root)
 
 
 class FileContext:
@@ -176,7 +182,7 @@ class NodeContext:
         if self._cdi_scan is None:
             from gpuready.cdi.validate import scan
 
-            self._cdi_scan = scan(self.cdi_dirs, missing_ok=True)
+            self._cdi_scan = scan(self.cdi_dirs, missing_ok=True, node=self.options.node)
         return self._cdi_scan
 
 

@@ -10,9 +10,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gpuready.containerd.document import read_text
 from gpuready.containerd.semantics import Semantics, choose
-from gpuready.paths import CDI_DIRS, CONTAINERD_CONFIG, KUBELET_CONFIG, TOOLKIT_DIR, under_root
+from gpuready.node import FileKind, Node
+from gpuready.paths import CDI_DIRS, CONTAINERD_CONFIG, KUBELET_CONFIG, TOOLKIT_DIR
 from gpuready.problems import Problem, has_errors
 from gpuready.rules.base import Scope
 from gpuready.rules.context import (
@@ -85,7 +85,8 @@ def lint_paths(
     )
     report = Report()
     for path in paths:
-        file = FileContext(path, read_text(path), options=options)
+        file = FileContext(path, options.node.read_text(path, kind=FileKind.CONFIG),
+                           options=options)
         report.files.append(file.display)
         report.problems += lint_file(file, selected=selected, semantics=semantics)
     return report
@@ -100,9 +101,9 @@ def doctor(
     containerd_version: str | None = None,
 ) -> Report:
     """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet."""
-    root = options.root
-    main_path = config_path or under_root(root, CONTAINERD_CONFIG)
-    main = FileContext(main_path, read_text(main_path), options=options)
+    node = options.node
+    main_path = config_path or node.path(CONTAINERD_CONFIG)
+    main = FileContext(main_path, node.read_text(main_path, kind=FileKind.CONFIG), options=options)
     semantics = choose(
         flag=containerd_version,
         probe=True,
@@ -113,12 +114,12 @@ def doctor(
     for file in files:
         file.semantics = semantics
         problems += _run(Scope.FILE, file, selected)
-    node = NodeContext(options=options, config=None, files=files, missing_imports=missing)
+    context = NodeContext(options=options, config=None, files=files, missing_imports=missing)
     kubelet_file = None
     if all(f.data is not None for f in files) and main.spec is not None:
-        data, node.replaced_tables = merge(files, major=semantics.major)
-        driver, kubelet_file = _kubelet_cgroup_driver(root)
-        node.config = ConfigContext(
+        data, context.replaced_tables = merge(files, major=semantics.major)
+        driver, kubelet_file = _kubelet_cgroup_driver(node)
+        context.config = ConfigContext(
             data,
             main.spec,
             semantics,
@@ -127,43 +128,43 @@ def doctor(
             kubelet_cgroup_driver=driver,
             kubelet_file=kubelet_file,
         )
-        problems += _run(Scope.CONFIG, node.config, selected)
-    node.runtime_classes = _runtime_classes(root, runtimeclass_paths)
-    node.cdi_dirs = [under_root(root, d) for d in CDI_DIRS]
-    problems += _run(Scope.NODE, node, selected)
-    checked = [f.display for f in files] + sorted({d.file for d in node.runtime_classes})
-    checked += [str(spec.path) for spec in node.cdi_scan().specs]
-    checked += [kubelet_file] if node.config and kubelet_file else []
+        problems += _run(Scope.CONFIG, context.config, selected)
+    context.runtime_classes = _runtime_classes(node, runtimeclass_paths)
+    context.cdi_dirs = [node.path(d) for d in CDI_DIRS]
+    problems += _run(Scope.NODE, context, selected)
+    checked = [f.display for f in files] + sorted({d.file for d in context.runtime_classes})
+    checked += [str(spec.path) for spec in context.cdi_scan().specs]
+    checked += [kubelet_file] if context.config and kubelet_file else []
     return Report(problems=_ordered(problems), files=checked)
 
 
-def _kubelet_cgroup_driver(root: Path) -> tuple[str | None, str | None]:
+def _kubelet_cgroup_driver(node: Node) -> tuple[str | None, str | None]:
     """The kubelet's ``cgroupDriver`` (its default, cgroupfs, when unset), if its config exists."""
-    path = under_root(root, KUBELET_CONFIG)
-    if not path.is_file():
+    path = node.path(KUBELET_CONFIG)
+    if not node.exists(path):
         return None, None
     import yaml
 
     from gpuready.yamlfile import yaml_error
 
     try:
-        data = yaml.safe_load(read_text(path))
+        data = yaml.safe_load(node.read_text(path, kind=FileKind.MANIFEST))
     except yaml.YAMLError as error:
         raise yaml_error(error, path) from None
     driver = data.get("cgroupDriver", "cgroupfs") if isinstance(data, dict) else None
     return (driver if isinstance(driver, str) else None), str(path)
 
 
-def _runtime_classes(root: Path, paths: Sequence[Path]) -> list[RuntimeClassDocument]:
+def _runtime_classes(node: Node, paths: Sequence[Path]) -> list[RuntimeClassDocument]:
     """The RuntimeClasses of the given manifests (default: the toolkit's, when present)."""
     from gpuready.kubernetes.runtimeclass import parse
 
     if not paths:
-        default = under_root(root, RUNTIMECLASS_FILE)
-        paths = [default] if default.is_file() else []
+        default = node.path(RUNTIMECLASS_FILE)
+        paths = [default] if node.exists(default) else []
     documents = []
     for path in paths:
-        text = read_text(path)
+        text = node.read_text(path, kind=FileKind.MANIFEST)
         for found in parse(text, path):
             documents.append(
                 RuntimeClassDocument(found.name, found.handler, found.file, found.line, text)

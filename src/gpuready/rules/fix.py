@@ -309,16 +309,17 @@ def plan_fix(path: Path, text: str, *, options: Options) -> tuple[Plan, FixResul
 def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool) -> str:
     """Repair each file under its lock (re-reading it there); return the diffs and notes."""
     from gpuready import fsio
-    from gpuready.containerd.document import read_text
+    from gpuready.node import FileKind
 
+    node = options.node
     out: list[str] = []
     for path in paths:
-        read_text(path)  # a missing file is exit 2 before any lock file is created
-        with fsio.locked(path):
-            text = read_text(path)
+        node.read_text(path, kind=FileKind.CONFIG)  # a missing file: exit 2 before the lock
+        with fsio.locked(path, node=node):
+            text = node.read_text(path, kind=FileKind.CONFIG)
             plan, _ = plan_fix(path, text, options=options)
             if plan.changes and not dry_run:
-                fsio.apply_plan(plan)
+                fsio.apply_plan(plan, node=node)
         out.append(plan.diff())
         verb = "would fix" if dry_run else "fixed"
         out.append(

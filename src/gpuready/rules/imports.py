@@ -1,6 +1,7 @@
 """containerd's ``imports``: which files it reads, in which order, and how it merges them.
 
-- Relative entries resolve against the importing file's folder; absolute ones under ``--root``.
+- Relative entries resolve against the importing file's folder; absolute ones on the node
+  (under ``--root``, links followed inside it).
 - Entries with ``*``, ``?`` or ``[`` are globs, expanded sorted; nested imports are followed,
   each file once, depth first (containerd loads an import with its own imports, then merges).
 - 1.x: each top-level plugin table of a later file replaces the earlier one whole
@@ -11,14 +12,12 @@
 from __future__ import annotations
 
 import copy
-import glob
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from gpuready.containerd import facts
-from gpuready.containerd.document import read_text
-from gpuready.paths import under_root
+from gpuready.node import FileKind, Node
 from gpuready.rules.context import FileContext, Options
 from gpuready.rules.placement import CRI_TABLES
 
@@ -26,12 +25,12 @@ APPENDED_KEYS = ("disabled_plugins", "required_plugins", "imports")
 _GLOB_CHARS = ("*", "?", "[")
 
 
-def resolve(entry: str, importer: Path, *, root: Path) -> list[Path] | None:
+def resolve(entry: str, importer: Path, *, node: Node) -> list[Path] | None:
     """The files an ``imports`` entry names; None for a plain path that does not exist."""
-    pattern = under_root(root, entry) if entry.startswith("/") else importer.parent / entry
+    pattern = node.path(entry) if entry.startswith("/") else importer.parent / entry
     if any(char in entry for char in _GLOB_CHARS):
-        return [Path(p) for p in sorted(glob.glob(str(pattern))) if Path(p).is_file()]
-    return [pattern] if pattern.is_file() else None
+        return [path for path in node.glob(pattern) if node.is_file(path)]
+    return [pattern] if node.is_file(pattern) else None
 
 
 def load_imports(
@@ -42,19 +41,22 @@ def load_imports(
     missing: list[tuple[FileContext, str]] = []
     seen: set[Path] = set()
 
+    node = options.node
+
     def visit(file: FileContext) -> None:
-        seen.add(file.path.resolve())
+        seen.add(node.resolve(file.path))
         files.append(file)
         if file.data is None:
             return
         for entry in facts.imports(file.data):
-            found = resolve(entry, file.path, root=options.root)
+            found = resolve(entry, file.path, node=node)
             if found is None:
                 missing.append((file, entry))
                 continue
             for path in found:
-                if path.resolve() not in seen:
-                    visit(FileContext(path, read_text(path), options=options))
+                if node.resolve(path) not in seen:
+                    text = node.read_text(path, kind=FileKind.CONFIG)
+                    visit(FileContext(path, text, options=options))
 
     visit(main)
     return files, missing

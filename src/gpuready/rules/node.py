@@ -8,7 +8,9 @@ from pathlib import Path
 
 from gpuready.containerd import facts
 from gpuready.containerd.versions import render_key_path
+from gpuready.errors import InputError
 from gpuready.kubernetes.runtimeclass import DNS_LABEL_MAX, is_dns_label
+from gpuready.node import FileKind, Node
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import NodeContext, RuntimeClassDocument, plain_problem
@@ -323,7 +325,7 @@ class CdiSpecMissing(Rule):
             return
         for spec in scan.specs:
             # there is one, rejected: cdi-spec-invalid says why
-            if not spec.accepted and _mentions_nvidia(spec.path):
+            if not spec.accepted and _mentions_nvidia(ctx.options.node, spec.path):
                 return
         shown = " or ".join(ctx.display(d) for d in ctx.cdi_dirs)
         message = f"no CDI spec with kind {NVIDIA_KIND} in {shown}"
@@ -343,10 +345,10 @@ class CdiSpecMissing(Rule):
         )
 
 
-def _mentions_nvidia(path: Path) -> bool:
+def _mentions_nvidia(node: Node, path: Path) -> bool:
     try:
-        return NVIDIA_KIND in path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return NVIDIA_KIND in node.read_text(path, kind=FileKind.CDI_SPEC)
+    except InputError:
         return False
 
 

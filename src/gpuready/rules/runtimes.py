@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import Any
@@ -13,7 +12,6 @@ from gpuready.containerd.runc_options import (
     RECOMMENDED_RUNTIME_TYPE,
 )
 from gpuready.containerd.versions import render_key_path
-from gpuready.paths import under_root
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext
@@ -369,16 +367,16 @@ class BinaryMissing(Rule):
     scope = Scope.CONFIG
 
     def check(self, ctx: ConfigContext) -> Iterator[Problem]:
-        root = ctx.options.root
+        node = ctx.options.node
         for name, entry in ctx.runtimes().items():
             for key, value in _binary_keys(entry):
                 if not PurePosixPath(value).is_absolute():
                     continue  # binary-path-relative reports it
-                local = under_root(root, value)
-                if local.is_file() and os.access(local, os.X_OK):
+                local = node.path(value)
+                if node.is_executable(local):
                     continue
-                state = "is not executable" if local.is_file() else "does not exist"
-                where = "" if str(root) == "/" else f" under {root}"
+                state = "is not executable" if node.is_file(local) else "does not exist"
+                where = "" if node.is_host else f" under {node.root}"
                 yield ctx.report(
                     self,
                     f"runtime {name!r}: {'.'.join(key)} {value} {state}{where}",

@@ -16,7 +16,8 @@ from gpuready.containerd import facts
 from gpuready.containerd.document import parse_toml
 from gpuready.containerd.versions import render_key_path, spec_of
 from gpuready.errors import InputError
-from gpuready.paths import CDI_SPEC, CONTAINERD_CONFIG, under_root
+from gpuready.node import FileKind, Node
+from gpuready.paths import CDI_SPEC, CONTAINERD_CONFIG
 from gpuready.problems import Severity
 from gpuready.yamlfile import load_mapping
 
@@ -27,20 +28,34 @@ WHY_DEFAULT = "runtimeclass"
 
 @dataclass(frozen=True)
 class NodeFiles:
-    """The real paths (under the sandbox root) of every file of the contract."""
+    """The host paths (on ``node``) of every file of the contract, and how to read each."""
 
+    node: Node
     config: Path
     cdi_spec: Path
     toolkit: Path
 
     @classmethod
-    def under(cls, root: Path, toolkit_dir: PurePosixPath | str) -> NodeFiles:
-        """The contract's paths below ``root``."""
+    def on(cls, node: Node, toolkit_dir: PurePosixPath | str) -> NodeFiles:
+        """The contract's paths on ``node``."""
         return cls(
-            config=under_root(root, CONTAINERD_CONFIG),
-            cdi_spec=under_root(root, CDI_SPEC),
-            toolkit=under_root(root, toolkit_dir),
+            node=node,
+            config=node.path(CONTAINERD_CONFIG),
+            cdi_spec=node.path(CDI_SPEC),
+            toolkit=node.path(toolkit_dir),
         )
+
+    def kind_of(self, path: Path) -> FileKind:
+        """What the contract file at ``path`` is (its size limit)."""
+        if path == self.config:
+            return FileKind.CONFIG
+        if path == self.cdi_spec:
+            return FileKind.CDI_SPEC
+        return FileKind.MANIFEST if path == self.runtimeclass else FileKind.TOOLKIT
+
+    def read(self, path: Path) -> str:
+        """The text of one contract file, read through the node."""
+        return self.node.read_text(path, kind=self.kind_of(path))
 
     @property
     def default_txt(self) -> Path:

@@ -24,8 +24,8 @@ from gpuready.containerd.record import (
 )
 from gpuready.containerd.unconfigure import plan_unconfigure
 from gpuready.fsio import BACKUP_SUFFIX
+from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
-from gpuready.textfile import read_text
 
 
 @dataclass(frozen=True)
@@ -36,30 +36,36 @@ class NodeConfig:
     root: Path
     major: int
 
+    @property
+    def node(self) -> Node:
+        """The node the root names: every file is read and written through it."""
+        return Node(self.root)
+
 
 def plan_configure_node(
     node: NodeConfig, request: ConfigureRequest, *, drop_in: DropIn | None = None
 ) -> list[Plan]:
     """Register the runtime in place, or in ``drop_in``; the record's plan comes last."""
-    main = load_config(node.config)
+    main = load_config(node.config, node=node.node)
     if drop_in is None:
         plans = [plan_configure(main, request)]
     else:
         plans = plan_drop_in(main, drop_in, request, root=node.root, major=node.major)
-    return [*plans, plan_record(node.config, plans, request=request, drop_in=drop_in)]
+    return [*plans, plan_record(node, plans, request=request, drop_in=drop_in)]
 
 
 def plan_record(
-    config: Path, plans: list[Plan], *, request: ConfigureRequest, drop_in: DropIn | None
+    node: NodeConfig, plans: list[Plan], *, request: ConfigureRequest, drop_in: DropIn | None
 ) -> Plan:
     """The record of what ``plans`` add, merged into the record already there."""
+    config = node.config
     path = record_path(config)
-    before = read_text(path) if path.exists() else None
+    before = node.node.read_text_or_none(path, kind=FileKind.NODE_FACT)
     if not any(plan.changes for plan in plans):
         return Plan(path, before, before, "record unchanged") if before is not None else Plan(
             path, None, None, "nothing to record")
     record = record_changes(
-        load_record(config), plans, main=config, runtime_name=request.runtime.name,
+        load_record(config, node=node.node), plans, main=config, runtime_name=request.runtime.name,
         drop_in=drop_in.path if drop_in else None,
     )
     return Plan(path, before, render_record(record), "record what gpuready added")
@@ -67,13 +73,13 @@ def plan_record(
 
 def plan_unconfigure_node(node: NodeConfig) -> list[Plan]:
     """Take back what the record says gpuready added (an empty list: nothing recorded)."""
-    return plan_unconfigure(node.config)
+    return plan_unconfigure(node.config, node=node.node)
 
 
-def write(plans: list[Plan]) -> list[Plan]:
+def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
     """Write ``plans`` all or nothing (the record without a backup); the caller holds
     :func:`gpuready.changeset.locked_all` for their paths."""
-    return apply_all(plans, own=[plan.path for plan in plans if is_record(plan)])
+    return apply_all(plans, node=node.node, own=[plan.path for plan in plans if is_record(plan)])
 
 
 def is_record(plan: Plan) -> bool:

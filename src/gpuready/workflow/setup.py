@@ -11,6 +11,7 @@ from gpuready.containerd.document import load_config_text
 from gpuready.containerd.register import RuntimeRequest, plan_registration
 from gpuready.fsio import backup_path
 from gpuready.kubernetes import runtimeclass
+from gpuready.node import Node
 from gpuready.plan import Plan
 from gpuready.workflow import contract
 from gpuready.workflow.contract import Check, NodeFiles
@@ -22,7 +23,7 @@ from gpuready.yamlfile import load_mapping
 class SetupOptions:
     """Everything ``setup`` needs to know."""
 
-    root: Path
+    node: Node
     request: RuntimeRequest
     toolkit_dir: PurePosixPath
     base: Path | None = None
@@ -67,8 +68,8 @@ def run_setup(options: SetupOptions) -> SetupResult:
 
 
 def _run_steps(options: SetupOptions) -> SetupResult:
-    files = NodeFiles.under(options.root, options.toolkit_dir)
-    staging = Staging(dry_run=options.dry_run)
+    files = NodeFiles.on(options.node, options.toolkit_dir)
+    staging = Staging(node=options.node, kind_of=files.kind_of, dry_run=options.dry_run)
     result = SetupResult(plans=staging.plans)
     config = _stage_and_register(options, files, staging, result)
     _write_default(files, staging, result, config)
@@ -85,9 +86,9 @@ def _stage_and_register(
 ) -> contract.ConfigFacts:
     """Steps 1-3: stage the base config and register the runtime with its options."""
     if not options.dry_run:
-        files.config.parent.mkdir(parents=True, exist_ok=True)
-        files.toolkit.mkdir(parents=True, exist_ok=True)
-    base = choose_base(root=options.root, config_path=files.config, base=options.base)
+        options.node.writable(files.config).parent.mkdir(parents=True, exist_ok=True)
+        options.node.writable(files.toolkit).mkdir(parents=True, exist_ok=True)
+    base = choose_base(node=options.node, config_path=files.config, base=options.base)
     origin_path = options.base or files.config
 
     def compute(current: str | None) -> Plan:
@@ -146,7 +147,7 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
     if staging.exists(files.cdi_spec):
         outcome = "kept existing spec"
     else:
-        text = generate_cdi_spec(options.root, gpus=options.gpus)
+        text = generate_cdi_spec(options.node, gpus=options.gpus)
         staging.write(files.cdi_spec, text, "CDI spec")
         outcome = "generated"
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
@@ -182,9 +183,9 @@ def _written(plan: Plan) -> str:
     return "created" if plan.before is None else "updated"
 
 
-def generate_cdi_spec(root: Path, *, gpus: int | None) -> str:
+def generate_cdi_spec(node: Node, *, gpus: int | None) -> str:
     """A CDI spec for this node's NVIDIA GPUs, or for ``gpus`` planned ones (one when none are
     visible and no number is given)."""
     from gpuready.cdi.generate import spec_text_for_node
 
-    return spec_text_for_node(root, gpus=gpus)
+    return spec_text_for_node(node, gpus=gpus)

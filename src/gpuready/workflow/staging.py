@@ -6,8 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuready.fsio import apply_plan, locked
+from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
-from gpuready.textfile import read_text
 
 
 class Staging:
@@ -18,20 +18,22 @@ class Staging:
     in memory (and their plans collected for diffs), and later reads see those texts instead.
     """
 
-    def __init__(self, *, dry_run: bool) -> None:
+    def __init__(self, *, node: Node, kind_of: Callable[[Path], FileKind], dry_run: bool) -> None:
+        self.node = node
+        self.kind_of = kind_of
         self.dry_run = dry_run
         self.plans: list[Plan] = []
         self._pending: dict[Path, str] = {}
 
     def exists(self, path: Path) -> bool:
-        """True when the file exists on disk or is pending in this dry run."""
-        return path in self._pending or path.is_file()
+        """True when the file exists on the node or is pending in this dry run."""
+        return path in self._pending or self.node.exists(path)
 
     def read(self, path: Path) -> str:
         """The file's text as the workflow currently has it."""
         if path in self._pending:
             return self._pending[path]
-        return read_text(path)
+        return self.node.read_text(path, kind=self.kind_of(path))
 
     def read_or_none(self, path: Path) -> str | None:
         """The file's text, or None when it does not exist yet."""
@@ -43,9 +45,9 @@ class Staging:
             plan = Plan(path, self.read_or_none(path), text, summary)
             self._pending[path] = text
         else:
-            with locked(path):
+            with locked(path, node=self.node):
                 plan = Plan(path, self.read_or_none(path), text, summary)
-                apply_plan(plan)
+                apply_plan(plan, node=self.node)
         self.plans.append(plan)
         return plan
 
@@ -55,8 +57,8 @@ class Staging:
             plan = compute(self.read_or_none(path))
             self._pending[path] = plan.after
         else:
-            with locked(path):
+            with locked(path, node=self.node):
                 plan = compute(self.read_or_none(path))
-                apply_plan(plan)
+                apply_plan(plan, node=self.node)
         self.plans.append(plan)
         return plan

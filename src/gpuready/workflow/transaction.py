@@ -129,7 +129,7 @@ def run_transaction(
 ) -> Outcome:
     """Plan under the files' locks, pre-flight, write, restart, verify; undo on failure."""
     paths = [p.path for p in plan()]
-    with locked_all(paths):
+    with locked_all(paths, node=node.node):
         plans = plan()
         outcome = Outcome(plans)
         if not any(p.changes for p in plans):
@@ -140,8 +140,8 @@ def run_transaction(
             if not outcome.ok:
                 outcome.add("write", False, "refused before writing: no file was changed")
             return outcome
-        fresh = new_backups(plans)
-        written = write(plans)
+        fresh = new_backups(plans, node=node.node)
+        written = write(plans, node=node)
         outcome.written = True
         outcome.add("write", True, f"{len(written)} file(s) written")
         if before == after:
@@ -149,7 +149,7 @@ def run_transaction(
             return outcome
         if restart_and_verify(node, options, outcome):
             return outcome
-        roll_back(written, fresh, options, outcome)
+        roll_back(node, written, fresh, options, outcome)
     return outcome
 
 
@@ -313,11 +313,12 @@ def _verify_gone(options: RestartOptions, outcome: Outcome) -> bool:
 
 
 def roll_back(
+    node: NodeConfig,
     written: list[Plan], backups: list[Path], options: RestartOptions, outcome: Outcome
 ) -> None:
     """Put every written file back, restart again (the first restart may have stopped
     containerd even when it failed) and wait for the CRI."""
-    put_back(written, backups=backups)
+    put_back(written, node=node.node, backups=backups)
     outcome.add("roll back", True, f"{len(written)} file(s) put back as they were")
     if restart(options, outcome, "restart again") and wait_for_cri(options, outcome):
         outcome.rolled_back = True
