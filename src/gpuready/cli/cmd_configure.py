@@ -24,14 +24,28 @@ default runtime:
   --set-as-default exists for the rare node that needs it and is refused without
   --confirm-every-pod-uses-it.
 
+in place or drop-in:
+  By default the runtime goes into the config itself. With --drop-in [PATH] it goes into a file
+  of its own (default /etc/containerd/conf.d/99-nvidia.toml) and the config gets one imports
+  entry, unless an existing entry (a glob) already covers it. containerd 2.x merges an import key
+  by key, so the drop-in holds only the runtime; 1.x replaces the whole CRI table from an import,
+  so there the drop-in carries a copy of it and shadows the main file's CRI section (run
+  configure --drop-in again after editing it). 'gpuready show-config' prints what containerd
+  builds from both; 'gpuready unconfigure' takes either back.
+
 exit codes:
   0  registered, or already registered
+  1  --restart: refused before writing, or rolled back (every file put back, containerd
+     restarted on them)
   2  bad input (not TOML, unknown version, unreadable file); nothing was written
 
 examples:
   gpuready configure --dry-run
   gpuready configure --config /etc/containerd/config.toml --runtime-name nvidia
   gpuready configure --enable-cdi --format json
+  gpuready configure --drop-in --dry-run
+  gpuready configure --restart --probe
+  gpuready configure --restart --restart-command 'rc-service containerd restart'
 """
 
 SET_AS_DEFAULT_REFUSAL = """\
@@ -80,7 +94,7 @@ def register(subparsers) -> None:
         nargs="?",
         const="",
         metavar="PATH",
-        help="register in a drop-in file the main config imports (default path: "
+        help="register in a drop-in file the config imports (default path: "
         "/etc/containerd/conf.d/99-nvidia.toml); see 'in place or drop-in' below",
     )
     common.add_containerd_version(parser)

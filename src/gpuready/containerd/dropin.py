@@ -71,13 +71,14 @@ def plan_drop_in(
     effective = load_effective(main.path, root=root, major=major, exclude=target.path)
     base = load_config_text(drop_in_base(effective, main.path, major=major), target.path)
     planned = plan_configure(base, request, context=effective.data)
+    text = planned.after.rstrip("\n") + "\n"  # the table's trailing blank line: none at the end
     name = request.runtime.name
-    if existing == planned.after:
+    if existing == text:
         summary = f"drop-in already holds runtime {name}"
     else:
         summary = f"{'update' if existing else 'write'} drop-in with runtime {name}"
     notes = planned.notes + _shadow_notes(effective, main.path, major=major)
-    drop = Plan(target.path, existing, planned.after, summary, notes)
+    drop = Plan(target.path, existing, text, summary, notes)
     return [drop, plan_import(main, target, effective=effective, root=root)]
 
 
