@@ -67,12 +67,7 @@ def register(subparsers) -> None:
         description=DESCRIPTION,
         epilog=EPILOG,
     )
-    common.add_root(parser)
-    parser.add_argument(
-        "--config",
-        metavar="PATH",
-        help="the containerd config to edit (default: /etc/containerd/config.toml under --root)",
-    )
+    common.add_root_and_config(parser)
     add_runtime_options(parser)
     parser.add_argument(
         "--enable-cdi",

@@ -37,12 +37,7 @@ def register(subparsers) -> None:
         description=DESCRIPTION,
         epilog=EPILOG,
     )
-    common.add_root(parser)
-    parser.add_argument(
-        "--config",
-        metavar="PATH",
-        help="the main containerd config (default: /etc/containerd/config.toml under --root)",
-    )
+    common.add_root_and_config(parser)
     common.add_containerd_version(parser)
     common.add_format(parser)
     parser.set_defaults(handler=run)

@@ -26,6 +26,16 @@ def add_root(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_root_and_config(parser: argparse.ArgumentParser) -> None:
+    """``--root`` and ``--config``: the node and its main containerd config."""
+    add_root(parser)
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="the main containerd config (default: /etc/containerd/config.toml under --root)",
+    )
+
+
 def add_runtime_name(parser: argparse.ArgumentParser) -> None:
     """``--runtime-name``: the name of the runtime and of the RuntimeClass handler."""
     parser.add_argument(
