@@ -39,6 +39,10 @@ REQUIRED_NAMES = {
     "handler-invalid",
     "cdi-spec-missing",
     "cdi-spec-invalid",
+    "config-regenerated",
+    "owner-template-stale",
+    "socket-mismatch",
+    "multiple-containerd",
 }
 RULE_NAMES = sorted(REGISTRY)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
 
 from gpuready.cli import common
 
@@ -67,7 +69,20 @@ def register(subparsers) -> None:
         description=DESCRIPTION,
         epilog=EPILOG,
     )
-    common.add_root_and_config(parser)
+    common.add_root(parser)
+    common.add_distribution(parser)
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="the containerd config to edit in place (default: where the node's owner reads: "
+        "/etc/containerd/config.toml, a k3s/RKE2 template, a k0s drop-in, MicroK8s's template)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="kubespray and the GPU Operator: edit the config even though their next run "
+        "rewrites it (without it, gpuready prints the values to set there and changes nothing)",
+    )
     add_runtime_options(parser)
     parser.add_argument(
         "--enable-cdi",
@@ -121,17 +136,36 @@ def runtime_request(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Plan every file's change under the files' locks, then show it (dry run) or apply it."""
-    from gpuready.changeset import locked_all
-    from gpuready.cli import daytwo
+    """Plan the change under the files' locks, then show it (dry run) or apply it.
+
+    Without --drop-in and --restart the runtime goes where the node's owner reads it; with
+    either, into containerd's own config (plain containerd, or --config).
+    """
     from gpuready.errors import UsageError
-    from gpuready.workflow.daytwo import plan_configure_node, write
 
     if args.set_as_default and not args.confirm_every_pod_uses_it:
         raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
+    request = configure_request(args)
+    if args.drop_in is not None or args.restart:
+        return run_day_two(args, request)
+    return run_for_owner(args, request)
+
+
+def run_day_two(args: argparse.Namespace, request) -> int:
+    """``--drop-in`` and ``--restart``: containerd's own config, and the files it imports."""
+    from gpuready.changeset import locked_all
+    from gpuready.cli import daytwo
+    from gpuready.errors import UsageError
+    from gpuready.owners.table import EditKind
+    from gpuready.workflow.daytwo import plan_configure_node, write
+
+    owner = common.detect_owner(args).owner
+    if args.config is None and owner.edit is not EditKind.IN_PLACE:
+        raise UsageError(f"--drop-in and --restart work on containerd's own config, which "
+                         f"{owner.name} rewrites {owner.regenerated}: run configure without "
+                         "them (it writes where the owner reads), or pass --config")
     node = daytwo.node_config(args)
     drop_in = daytwo.drop_in(args)
-    request = configure_request(args)
     if args.restart:
         return daytwo.transact(
             args, node, lambda: plan_configure_node(node, request, drop_in=drop_in),
@@ -145,6 +179,53 @@ def run(args: argparse.Namespace) -> int:
     if args.enable_cdi:
         report["notes"].append(cdi_support_note())
     daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    return 0
+
+
+def run_for_owner(args: argparse.Namespace, request) -> int:
+    """The runtime where the node's owner reads it; a config edited in place gets a record of
+    what gpuready added, for ``unconfigure``."""
+    from pathlib import Path
+
+    from gpuready.fsio import backup_path, locked
+    from gpuready.node import Node
+    from gpuready.owners.configure import plan_for_owner
+    from gpuready.owners.table import EditKind
+    from gpuready.workflow.daytwo import NodeConfig, plan_record, write
+
+    node = Node(args.root)
+    detection = common.detect_owner(args)
+
+    def plan():
+        return plan_for_owner(detection, node=node, request=request, force=args.force,
+                              config=Path(args.config) if args.config else None)
+
+    owned = plan()
+    recorded = bool(args.config or args.force) or detection.owner.edit is EditKind.IN_PLACE
+    with locked(owned.target, node=node):  # plan again under the lock: it may have changed
+        owned = plan()
+        plans = [owned.plan] if owned.plan is not None else []
+        target = NodeConfig(owned.target, node.root, major=1)
+        if plans and recorded:
+            plans.append(plan_record(target, plans, request=request, drop_in=None))
+        written = [] if args.dry_run else write(plans, node=target)
+    changed = written and written[0].path == owned.target
+    report = {
+        "status": "ok",
+        "owner": detection.owner.name,
+        "file": str(owned.target),
+        "changed": owned.changes,
+        "written": bool(changed),
+        "summary": owned.summary,
+        "advice": owned.advice or None,
+        "notes": list(dict.fromkeys(owned.notes)),
+        "backup": str(backup_path(owned.target)) if changed and owned.plan.before else None,
+        "diff": owned.plan.diff() if owned.plan else "",
+        "record": str(plans[-1].path) if recorded and len(plans) > 1 and written else None,
+    }
+    if args.enable_cdi:
+        report["notes"].append(cdi_support_note())
+    print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
     return 0
 
 
@@ -170,3 +251,24 @@ def cdi_support_note() -> str:
         return (f"the installed containerd is {release[0]}.{release[1]}: it ignores enable_cdi "
                 "(CDI needs containerd 1.7 or later)")
     return f"the installed containerd ({release[0]}.{release[1]}) reads enable_cdi"
+
+
+def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
+    """Print the outcome: the summary and notes, and the diff in a dry run."""
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    if dry_run and report["diff"]:
+        sys.stdout.write(report["diff"])
+    if report["advice"]:
+        print(report["advice"])
+        return
+    prefix = "would " if dry_run and report["changed"] else ""
+    state = "" if report["changed"] else " (no change)"
+    print(f"{report['file']}: {prefix}{report['summary']}{state}")
+    for note in report["notes"]:
+        print(f"note: {note}")
+    if report["backup"]:
+        print(f"backup of the original: {report['backup']}")
+    if report["record"]:
+        print(f"record of what gpuready changed: kept in {report['record']}")

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli.common import add_command, add_format, add_root, add_runtime_name
+from gpuready.cli.common import (
+    add_command,
+    add_distribution,
+    add_format,
+    add_root,
+    add_runtime_name,
+)
 
 DEFAULT_ADDRESS = "unix:///run/containerd/containerd.sock"
 
@@ -43,16 +49,19 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--address",
-        default=DEFAULT_ADDRESS,
         metavar="ADDRESS",
-        help=f"containerd's CRI socket (default: {DEFAULT_ADDRESS})",
+        help="containerd's CRI socket (default: the socket of the node's owner: "
+        f"{DEFAULT_ADDRESS} for plain containerd, unix:///run/k3s/containerd/containerd.sock "
+        "for k3s and RKE2, ...)",
     )
     parser.add_argument(
         "--config",
         metavar="PATH",
-        help="the config file to compare with (default: /etc/containerd/config.toml under --root)",
+        help="the config file to compare with (default: the one the node's owner makes "
+        "containerd read, under --root)",
     )
     add_root(parser)
+    add_distribution(parser)
     add_runtime_name(parser)
     parser.add_argument(
         "--handler",
@@ -103,19 +112,21 @@ def options_from(args: argparse.Namespace):
     """The :class:`~gpuready.cri.verify.VerifyOptions` for parsed arguments."""
     from pathlib import Path
 
+    from gpuready.cli.common import detect_owner
     from gpuready.cri.verify import VerifyOptions
     from gpuready.errors import UsageError
     from gpuready.node import Node
-    from gpuready.paths import CONTAINERD_CONFIG
 
     if not args.live:
         raise UsageError("verify needs --live (it asks the running containerd)")
     if args.timeout <= 0 or args.probe_timeout <= 0:
         raise UsageError("--timeout and --probe-timeout must be positive")
     root = Path(args.root)
+    owner = detect_owner(args).owner
+    # The socket is the node's own path: --root only says where to read files.
     return VerifyOptions(
-        address=args.address,
-        config_path=Path(args.config) if args.config else Node(root).path(CONTAINERD_CONFIG),
+        address=args.address or f"unix://{owner.socket}",
+        config_path=Path(args.config) if args.config else Node(root).path(owner.config),
         root=root,
         runtime_name=args.runtime_name,
         handler=args.runtime_handler or args.runtime_name,

@@ -119,3 +119,25 @@ def add_restart(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="after the restart, also start and remove a pod sandbox through the runtime",
     )
+
+
+def add_distribution(parser: argparse.ArgumentParser) -> None:
+    """``--distribution``: who owns containerd on the node, instead of detecting it."""
+    from gpuready.owners.table import BY_NAME
+
+    parser.add_argument(
+        "--distribution",
+        default="auto",
+        choices=("auto", *BY_NAME),
+        metavar="NAME",
+        help="who owns containerd on the node: auto (detect from its files, the default), "
+        + ", ".join(BY_NAME),
+    )
+
+
+def detect_owner(args: argparse.Namespace):
+    """The :class:`~gpuready.owners.detect.Detection` for ``--root`` and ``--distribution``."""
+    from gpuready.node import Node
+    from gpuready.owners.detect import detect
+
+    return detect(Node(args.root), distribution=args.distribution)

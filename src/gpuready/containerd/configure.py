@@ -12,17 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpuready.containerd import facts
-from gpuready.containerd.document import (
-    ConfigFile,
-    load_config_text,
-    parse_for_edit,
-    render_edit,
-)
-from gpuready.containerd.edit import ensure_table, set_values, style_from
+from gpuready.containerd.document import ConfigFile, load_config_text
+from gpuready.containerd.edit import UneditableTableError, set_value
 from gpuready.containerd.register import RuntimeRequest, plan_registration
 from gpuready.containerd.versions import render_key_path, spec_of
+from gpuready.errors import InputError
 from gpuready.paths import CDI_DIRS
 from gpuready.plan import Plan
+from gpuready.textfile import restyle, without_bom
 
 CDI_SPEC_DIRS = [str(directory) for directory in CDI_DIRS]
 
@@ -66,10 +63,7 @@ def plan_enable_cdi(config: ConfigFile) -> Plan:
     header = render_key_path(spec.cri_path)
     if cri.get("enable_cdi") is True and len(wanted) == 1:
         return Plan(config.path, config.text, config.text, f"CDI already enabled in [{header}]")
-    document = parse_for_edit(config)
-    table = ensure_table(document, spec.cri_path)
-    set_values(table, wanted, style_from(table))
-    after = render_edit(config, document)
+    after = _set_values(config, spec.cri_path, wanted, what="enable CDI")
     return Plan(config.path, config.text, after, f"enable CDI in [{header}]")
 
 
@@ -79,11 +73,21 @@ def plan_default_runtime(config: ConfigFile, name: str) -> Plan:
     header = render_key_path(spec.containerd_path)
     if facts.default_runtime_name(config.data, spec) == name:
         return Plan(config.path, config.text, config.text, f"{name} already the default runtime")
-    document = parse_for_edit(config)
-    table = ensure_table(document, spec.containerd_path)
-    set_values(table, {"default_runtime_name": name}, style_from(table))
-    return Plan(config.path, config.text, render_edit(config, document),
+    after = _set_values(config, spec.containerd_path, {"default_runtime_name": name},
+                        what=f"set the default runtime to {name}")
+    return Plan(config.path, config.text, after,
                 f"set default_runtime_name = {name!r} in [{header}]")
+
+
+def _set_values(config: ConfigFile, table: tuple[str, ...], values: dict, *, what: str) -> str:
+    """The config's text with ``values`` set in ``table`` (a one-line error when it cannot)."""
+    text = without_bom(config.text)
+    try:
+        for key, value in values.items():
+            text = set_value(text, (*table, key), value).text
+    except UneditableTableError as error:
+        raise InputError(config.path, f"cannot {what}: {error}") from None
+    return restyle(config.text, text)
 
 
 def _chain(config: ConfigFile, parts: list[Callable[[ConfigFile], Plan]]) -> Plan:

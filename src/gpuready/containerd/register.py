@@ -15,25 +15,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from tomlkit.exceptions import TOMLKitError
-
 from gpuready.containerd import facts
-from gpuready.containerd.document import (
-    ConfigFile,
-    load_config_text,
-    parse_for_edit,
-    render_edit,
-)
-from gpuready.containerd.edit import (
-    UneditableTableError,
-    add_table,
-    ensure_table,
-    set_values,
-    style_from,
-)
+from gpuready.containerd.document import ConfigFile, load_config_text
+from gpuready.containerd.edit import Edit, UneditableTableError, add_table, set_value
 from gpuready.containerd.versions import ConfigVersion, render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.plan import Plan
+from gpuready.textfile import restyle, without_bom
 
 RUNC_SHIM = "io.containerd.runc.v2"
 # Runtimes whose table a new runtime may start from, in order of preference (after the default).
@@ -77,13 +65,13 @@ def plan_registration(
     if current is not None and _satisfies(current, desired):
         return Plan(config.path, config.text, config.text,
                     f"runtime {request.name} already registered at [{header}]", notes)
-    document = parse_for_edit(config)
+    text = without_bom(config.text)
     try:
         if current is None:
-            _insert_runtime(document, spec, request.name, desired)
+            edits = [_insert_runtime(text, config.data, spec, request.name, desired)]
         else:
-            _update_runtime(document, spec, request.name, desired)
-    except (UneditableTableError, TOMLKitError) as error:
+            edits = _update_runtime(text, current, spec, request.name, desired)
+    except UneditableTableError as error:
         raise InputError(
             config.path, f"cannot register runtime {request.name} at [{header}]: {error}"
         ) from None
@@ -92,8 +80,9 @@ def plan_registration(
         summary += f" (from {template_name}'s table)" if template_name else ""
     else:
         summary = f"update runtime {request.name} at [{header}]"
-    after = render_edit(config, document)
+    after = restyle(config.text, edits[-1].text if edits else text)
     _verify(after, config, spec, request.name, desired)
+    notes += tuple(edit.note for edit in edits if edit.note)
     return Plan(config.path, config.text, after, summary, notes)
 
 
@@ -181,22 +170,31 @@ def _verify(
         )
 
 
-def _insert_runtime(document, spec: ConfigVersion, name: str, desired: Mapping) -> None:
-    runtimes = ensure_table(document, spec.runtimes_path)
-    if name in runtimes:  # present but not a table: let ensure_table say what it is
-        ensure_table(document, spec.runtime_path(name))
-    sibling = next((runtimes[key] for key in TEMPLATE_CANDIDATES if key in runtimes), None)
-    if sibling is None:
-        sibling = next((value for value in runtimes.values() if hasattr(value, "trivia")), None)
-    add_table(runtimes, name, desired, style_from(sibling))
+def _insert_runtime(
+    text: str, data: Mapping[str, Any], spec: ConfigVersion, name: str, desired: Mapping
+) -> Edit:
+    """Add the runtime next to the other runtimes, written as they are."""
+    registered = facts.runtimes(data, spec)
+    sibling = next((key for key in TEMPLATE_CANDIDATES if key in registered), None)
+    sibling = sibling or next((key for key in registered if key != name), None)
+    return add_table(text, spec.runtime_path(name), desired, sibling=sibling)
 
 
-def _update_runtime(document, spec: ConfigVersion, name: str, desired: Mapping) -> None:
-    runtime = ensure_table(document, spec.runtime_path(name))
-    if "options" in runtime:
-        ensure_table(document, spec.options_path(name))
-    wanted = {"runtime_type": desired["runtime_type"], "options": _owned_options(desired)}
-    set_values(runtime, wanted, style_from(runtime))
+def _update_runtime(
+    text: str, current: Mapping[str, Any], spec: ConfigVersion, name: str, desired: Mapping
+) -> list[Edit]:
+    """Set the values gpuready owns on an existing runtime; the operator's others stay."""
+    wanted = {("runtime_type",): desired["runtime_type"]}
+    wanted.update({("options", key): value for key, value in _owned_options(desired).items()})
+    edits: list[Edit] = []
+    for key, value in wanted.items():
+        present = facts.lookup(current, key)
+        if type(present) is type(value) and present == value:
+            continue
+        edit = set_value(edits[-1].text if edits else text, (*spec.runtime_path(name), *key),
+                         value)
+        edits.append(edit)
+    return edits
 
 
 def _owned_options(desired: Mapping) -> dict[str, Any]:

@@ -171,6 +171,7 @@ class NodeContext:
     replaced_tables: list[tuple[FileContext, str, list[str]]] = field(default_factory=list)
     runtime_classes: list[RuntimeClassDocument] = field(default_factory=list)
     cdi_dirs: list[Path] = field(default_factory=list)
+    ownership: Any = None  # gpuready.owners.state.OwnerState: who owns containerd here
     _cdi_scan: Any = None
 
     def display(self, path: Path) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuready.errors import UsageError
-from gpuready.rules import node, options, runtimes, structure
+from gpuready.rules import node, options, ownership, runtimes, structure
 from gpuready.rules.base import Rule
 
 _RULES: tuple[Rule, ...] = (
@@ -34,6 +34,10 @@ _RULES: tuple[Rule, ...] = (
     node.HandlerInvalid(),
     node.CdiSpecMissing(),
     node.CdiSpecInvalid(),
+    ownership.ConfigRegenerated(),
+    ownership.OwnerTemplateStale(),
+    ownership.SocketMismatch(),
+    ownership.MultipleContainerd(),
 )
 
 REGISTRY: dict[str, Rule] = {rule.name: rule for rule in _RULES}
