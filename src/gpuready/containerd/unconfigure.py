@@ -15,14 +15,17 @@ guesses what it added.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpuready.containerd.document import load_config_text, parse_for_edit, render_edit
-from gpuready.containerd.edit import set_values, style_from
+from gpuready.containerd import facts
+from gpuready.containerd.document import load_config_text
+from gpuready.containerd.edit import UneditableTableError, set_value
+from gpuready.containerd.layout import scan
 from gpuready.containerd.record import load_record, record_path, sha256
-from gpuready.containerd.versions import KeyPath, spec_of
+from gpuready.containerd.versions import KeyPath, render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.fsio import backup_path
 from gpuready.node import FileKind, Node
@@ -72,137 +75,125 @@ def plan_file(
 
 
 def remove_settings(path: Path, text: str, settings: list[Mapping]) -> str:
-    """``text`` without the recorded settings (each only while it still has gpuready's value)."""
-    config = load_config_text(text, path)
-    spec = spec_of(config.data, path=path)
-    document = parse_for_edit(config)
+    """``text`` without the recorded settings (each only while it still has gpuready's value).
+
+    Text edits on the scanned layout, as the editor makes them: whole key lines and tables go,
+    every other line stays. A comment inside a table gpuready added is the operator's (gpuready
+    writes none into a config it edits) and stays.
+    """
+    spec = spec_of(load_config_text(text, path).data, path=path)
     try:
         for setting in settings:
             kind = setting["kind"]
             if kind == "runtime":
-                _undo_runtime(document, spec.runtime_path(setting["name"]), setting["previous"])
+                text = _undo_runtime(text, spec.runtime_path(setting["name"]),
+                                     setting["previous"])
             elif kind in ("enable_cdi", "cdi_spec_dirs"):
-                _undo_value(document, (*spec.cri_path, kind), setting)
+                text = _undo_value(text, (*spec.cri_path, kind), setting)
             elif kind == "default_runtime_name":
-                _undo_value(document, spec.default_runtime_path, setting)
+                text = _undo_value(text, spec.default_runtime_path, setting)
             elif kind == "imports":
-                _undo_imports(document, setting)
+                text = _undo_imports(text, setting)
         for setting in settings:
             if setting["kind"] == "tables":
-                _remove_empty_tables(document, setting["paths"])
-    except (KeyError, TypeError, ValueError) as error:
-        raise InputError(path, f"cannot take gpuready's settings out safely: {error}; "
+                text = _remove_empty_headers(text, [tuple(p) for p in setting["paths"]])
+        load_config_text(text, path)  # still valid TOML, or nothing is written
+    except (KeyError, TypeError, ValueError, UneditableTableError, InputError) as error:
+        reason = error.reason if isinstance(error, InputError) else error
+        raise InputError(path, f"cannot take gpuready's settings out safely: {reason}; "
                          "nothing written") from None
-    return render_edit(config, document)
+    return text
 
 
-def _container(document, path: KeyPath):
-    node = document
-    for key in path:
-        if not hasattr(node, "get") or key not in node:
-            return None
-        node = node[key]
-    return node
+def _value(text: str, path: KeyPath) -> Any:
+    return facts.lookup(tomllib.loads(text), path)
 
 
-def _undo_runtime(document, path: KeyPath, previous: Mapping[str, Any] | None) -> None:
-    parent = _container(document, path[:-1])
-    if parent is None or path[-1] not in parent:
-        return
+def _cut(text: str, start: int, end: int) -> str:
+    return text[:start] + text[end:]
+
+
+def _delete_key(text: str, path: KeyPath) -> str:
+    entry = scan(text).value(path)
+    if entry is None or entry.nested:
+        return text
+    return _cut(text, entry.start, entry.end)
+
+
+def _undo_runtime(text: str, path: KeyPath, previous: Mapping[str, Any] | None) -> str:
+    if _value(text, path) is None:
+        return text
     if previous is None:
-        _remove_table(document, parent, path[-1])
-        return
-    runtime = parent[path[-1]]
+        return _remove_table(text, path)
     for dotted, value in previous.items():
-        keys = tuple(dotted.split("."))
-        holder = _container(runtime, keys[:-1])
-        if holder is None:
-            continue
+        key = (*path, *dotted.split("."))
         if value is None:
-            if keys[-1] in holder:
-                del holder[keys[-1]]
-        else:
-            set_values(holder, {keys[-1]: value}, style_from(runtime))
+            text = _delete_key(text, key)
+        elif _value(text, key) != value:
+            text = set_value(text, key, value).text
+    return text
 
 
-def _remove_table(document, parent, name: str) -> None:
-    """Remove gpuready's table; comments the operator wrote into it stay (gpuready writes none
-    into a config it edits). tomlkit keeps a comment after the last table inside that table."""
-    table = parent[name]
-    comments = list(_comments(table))
-    was_last = bool(comments) and document.as_string().endswith(table.as_string())
-    del parent[name]
-    for comment in comments:
-        (document if was_last else parent).add(comment)
+def _remove_table(text: str, path: KeyPath) -> str:
+    """Remove the table ``path`` written with headers: each header of it and of its sub-tables,
+    with the lines up to the next header, except comment lines."""
+    layout = scan(text)
+    headers = layout.headers_under(path)
+    if not headers or layout.dotted(path) or layout.inline(path):
+        raise ValueError(f"[{render_key_path(path)}] is no longer written as headers")
+    starts = sorted(h.start for h in layout.headers)
+    for header in sorted(headers, key=lambda h: h.start, reverse=True):
+        end = next((start for start in starts if start > header.start), len(text))
+        kept = "".join(line for line in text[header.end:end].splitlines(keepends=True)
+                       if line.lstrip().startswith("#"))
+        text = text[:header.start] + kept + text[end:]
+    return _trim_blank_lines(text)
 
 
-def _comments(table):
-    import tomlkit.items
-
-    for _, item in table.value.body:
-        if isinstance(item, tomlkit.items.Comment):
-            yield item
-        elif isinstance(item, tomlkit.items.Table):
-            yield from _comments(item)
+def _trim_blank_lines(text: str) -> str:
+    """No run of more than one blank line where tables went, and none at the end."""
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text.rstrip("\n") + "\n" if text.strip() else text
 
 
-def _only_tables(table) -> bool:
-    import tomlkit.items
-
-    # deleted keys stay in the body as Null items
-    kinds = tomlkit.items.Whitespace | tomlkit.items.Table | tomlkit.items.Null
-    return all(isinstance(item, kinds) for _, item in table.value.body)
-
-
-def _drop_header(table) -> None:
-    """Make a table headerless again (as before gpuready added a key to it): its blank lines go
-    with the header."""
-    import tomlkit.items
-
-    for _, item in table.value.body:
-        if isinstance(item, tomlkit.items.Whitespace):
-            item._s = ""  # emptied in place: tomlkit indexes the body by position
-    table._is_super_table = True
+def _undo_value(text: str, path: KeyPath, setting: Mapping[str, Any]) -> str:
+    if _value(text, path) != setting["value"]:
+        return text  # changed since: the operator's now
+    if setting["previous"] is not None:
+        return set_value(text, path, setting["previous"]).text
+    text = _delete_key(text, path)
+    if setting.get("headerless"):
+        text = _remove_empty_headers(text, [path[:-1]])
+    return text
 
 
-def _remove_empty_tables(document, paths: list[list[str]]) -> None:
-    """Remove the tables gpuready created that hold nothing any more, deepest first."""
+def _remove_empty_headers(text: str, paths: list[KeyPath]) -> str:
+    """Remove the ``[header]`` of each table in ``paths`` whose body holds nothing now but blank
+    lines and comments (which stay): gpuready wrote it, and the table exists without it or not
+    at all."""
     for path in sorted(paths, key=len, reverse=True):
-        parent = _container(document, tuple(path[:-1]))
-        if parent is not None and path[-1] in parent and _is_empty(parent[path[-1]]):
-            del parent[path[-1]]
+        layout = scan(text)
+        header = layout.header(path)
+        if header is None:
+            continue
+        starts = sorted(h.start for h in layout.headers)
+        end = next((start for start in starts if start > header.start), len(text))
+        lines = text[header.end:end].splitlines(keepends=True)
+        if any(line.strip() and not line.lstrip().startswith("#") for line in lines):
+            continue
+        kept = "".join(line for line in lines if line.strip())  # the operator's comments
+        text = _trim_blank_lines(text[:header.start] + kept + text[end:])
+    return text
 
 
-def _is_empty(table) -> bool:
-    import tomlkit.items
-
-    if not isinstance(table, tomlkit.items.Table):
-        return False
-    return all(
-        isinstance(item, tomlkit.items.Whitespace | tomlkit.items.Null)
-        or (isinstance(item, tomlkit.items.Table) and _is_empty(item))
-        for _, item in table.value.body
-    )
-
-
-def _undo_value(document, path: KeyPath, setting: Mapping[str, Any]) -> None:
-    holder = _container(document, path[:-1])
-    if holder is None or path[-1] not in holder or holder[path[-1]] != setting["value"]:
-        return  # changed since: the operator's now
-    if setting["previous"] is None:
-        del holder[path[-1]]
-        if setting.get("headerless") and _only_tables(holder):
-            _drop_header(holder)
-    else:
-        set_values(holder, {path[-1]: setting["previous"]}, style_from(holder))
-
-
-def _undo_imports(document, setting: Mapping[str, Any]) -> None:
-    entries = document.get("imports")
-    if entries is None:
-        return
-    for entry in setting["entries"]:
-        while entry in entries:
-            entries.remove(entry)
-    if setting.get("created") and len(entries) == 0:
-        del document["imports"]
+def _undo_imports(text: str, setting: Mapping[str, Any]) -> str:
+    entries = tomllib.loads(text).get("imports")
+    if not isinstance(entries, list):
+        return text
+    left = [entry for entry in entries if entry not in setting["entries"]]
+    if left == entries:
+        return text
+    if not left and setting.get("created"):
+        return _delete_key(text, ("imports",))
+    return set_value(text, ("imports",), left).text
