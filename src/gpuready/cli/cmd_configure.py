@@ -24,7 +24,9 @@ default runtime:
   default_runtime_name is never changed: GPU pods opt in with a RuntimeClass whose handler is the
   runtime's name, so a problem in the NVIDIA runtime cannot spread to every pod on the node.
   --set-as-default exists for the rare node that needs it and is refused without
-  --confirm-every-pod-uses-it.
+  --confirm-every-pod-uses-it. So is any edit that changes how the default runtime (runc
+  when unset) runs -- its runtime_type, BinaryName or SystemdCgroup -- such as
+  --runtime-name runc.
 
 in place or drop-in:
   By default the runtime goes into the config itself. With --drop-in [PATH] it goes into a file
@@ -48,6 +50,8 @@ examples:
   gpuready configure --drop-in --dry-run
   gpuready configure --restart --probe
   gpuready configure --restart --restart-command 'rc-service containerd restart'
+  gpuready configure --engine docker --reload      # /etc/docker/daemon.json, then SIGHUP dockerd
+  gpuready configure --engine crio                 # /etc/crio/crio.conf.d/99-nvidia.toml
 """
 
 SET_AS_DEFAULT_REFUSAL = """\
@@ -94,10 +98,13 @@ def register(subparsers) -> None:
         action="store_true",
         help="make the runtime containerd's default (refused without the confirmation below)",
     )
+    common.add_default_confirmation(
+        parser, what="--set-as-default, or an edit of the default runtime's own table")
     parser.add_argument(
-        "--confirm-every-pod-uses-it",
+        "--reload",
         action="store_true",
-        help="confirm --set-as-default: every pod on the node will use the NVIDIA runtime",
+        help="with --engine docker: send dockerd SIGHUP and check through its API that it "
+        "loaded the runtime (dockerd reloads runtimes without a restart)",
     )
     parser.add_argument(
         "--drop-in",
@@ -108,6 +115,11 @@ def register(subparsers) -> None:
         "/etc/containerd/conf.d/99-nvidia.toml); see 'in place or drop-in' below",
     )
     common.add_containerd_version(parser)
+
+    from gpuready.cli.engine_cli import add_docker_address, add_engine
+
+    add_engine(parser)
+    add_docker_address(parser)
     common.add_dry_run(parser)
     common.add_restart(parser)
     common.add_format(parser)
@@ -131,7 +143,8 @@ def runtime_request(args: argparse.Namespace):
     from gpuready.containerd.register import CgroupMode, RuntimeRequest
 
     return RuntimeRequest(
-        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup)
+        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup),
+        default_confirmed=args.confirm_every_pod_uses_it,
     )
 
 
@@ -141,8 +154,14 @@ def run(args: argparse.Namespace) -> int:
     Without --drop-in and --restart the runtime goes where the node's owner reads it; with
     either, into containerd's own config (plain containerd, or --config).
     """
+    from gpuready.cli import engine_cli
     from gpuready.errors import UsageError
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.configure(args, engine)
+    if args.reload:
+        raise UsageError("--reload is for --engine docker: restart containerd to load the change")
     if args.set_as_default and not args.confirm_every_pod_uses_it:
         raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
     request = configure_request(args)

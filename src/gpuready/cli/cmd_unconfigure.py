@@ -1,4 +1,5 @@
-"""``gpuready unconfigure``: take back exactly what ``configure`` added."""
+"""``gpuready unconfigure``: take back exactly what ``configure`` added (containerd, from its
+record), or remove the runtime it registered (Docker, CRI-O)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ When a file is unchanged since gpuready wrote it, its original comes back byte f
 gpuready created is removed). When the operator edited it meanwhile, only gpuready's own parts go,
 and a setting changed since is left alone. Without a record there is nothing to do: gpuready never
 guesses what it added. A second run finds no record and changes nothing.
+
+For Docker (--engine docker) the runtimes entry in daemon.json goes (and "runtimes" when it is
+left empty, and a "default-runtime" naming it, which dockerd would refuse); for CRI-O its table
+in the drop-in. A file gpuready changed and nobody edited since gets its original bytes back.
 """
 
 EPILOG = """\
@@ -26,6 +31,8 @@ exit codes:
 examples:
   gpuready unconfigure --dry-run
   gpuready unconfigure --restart --restart-command 'systemctl restart containerd'
+  gpuready unconfigure --engine docker --reload
+  gpuready unconfigure --engine crio --dry-run
 """
 
 
@@ -38,7 +45,17 @@ def register(subparsers) -> None:
         description=DESCRIPTION,
         epilog=EPILOG,
     )
+    from gpuready.cli.engine_cli import add_docker_address, add_engine
+
     common.add_root_and_config(parser)
+    common.add_runtime_name(parser)
+    add_engine(parser)
+    add_docker_address(parser)
+    parser.add_argument(
+        "--reload", action="store_true",
+        help="with --engine docker: SIGHUP dockerd and check through its API that the runtime "
+        "is gone",
+    )
     common.add_containerd_version(parser)
     common.add_dry_run(parser)
     common.add_restart(parser)
@@ -49,10 +66,16 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan under the files' locks, then show or apply."""
     from gpuready.changeset import locked_all
-    from gpuready.cli import daytwo
+    from gpuready.cli import daytwo, engine_cli
     from gpuready.containerd.record import load_record
+    from gpuready.errors import UsageError
     from gpuready.workflow.daytwo import plan_unconfigure_node, write
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.unconfigure(args, engine)
+    if args.reload:
+        raise UsageError("--reload is for --engine docker: use --restart for containerd")
     node = daytwo.node_config(args)
     record = load_record(node.config, node=node.node)
     if args.restart:

@@ -151,29 +151,26 @@ def _kubelet_cgroup_driver(node: Node) -> tuple[str | None, str | None]:
     path = node.path(KUBELET_CONFIG)
     if not node.exists(path):
         return None, None
-    import yaml
+    from gpuready import yamlfile
 
-    from gpuready.yamlfile import yaml_error
-
-    try:
-        data = yaml.safe_load(node.read_text(path, kind=FileKind.MANIFEST))
-    except yaml.YAMLError as error:
-        raise yaml_error(error, path) from None
+    data = yamlfile.load(node.read_text(path, kind=FileKind.MANIFEST), path)
     driver = data.get("cgroupDriver", "cgroupfs") if isinstance(data, dict) else None
     return (driver if isinstance(driver, str) else None), str(path)
 
 
 def _runtime_classes(node: Node, paths: Sequence[Path]) -> list[RuntimeClassDocument]:
     """The RuntimeClasses of the given manifests (default: the toolkit's, when present)."""
-    from gpuready.kubernetes.runtimeclass import parse
+    from gpuready.kubernetes.runtimeclass import parse, require_some
 
+    named = bool(paths)
     if not paths:
         default = node.path(RUNTIMECLASS_FILE)
         paths = [default] if node.exists(default) else []
     documents = []
     for path in paths:
         text = node.read_text(path, kind=FileKind.MANIFEST)
-        for found in parse(text, path):
+        classes = parse(text, path)
+        for found in require_some(classes, path) if named else classes:
             documents.append(
                 RuntimeClassDocument(found.name, found.handler, found.file, found.line, text)
             )
