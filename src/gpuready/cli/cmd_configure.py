@@ -289,5 +289,5 @@ def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> Non
         print(f"note: {note}")
     if report["backup"]:
         print(f"backup of the original: {report['backup']}")
-    if report["record"]:
+    if report.get("record"):
         print(f"record of what gpuready changed: kept in {report['record']}")
