@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "gpuready.cli.cmd_setup",
     "gpuready.cli.cmd_configure",
     "gpuready.cli.cmd_unconfigure",
+    "gpuready.cli.cmd_show_config",
     "gpuready.cli.cmd_check",
     "gpuready.cli.cmd_lint",
     "gpuready.cli.cmd_doctor",
