@@ -191,6 +191,9 @@ def test_a_missing_file_is_created_and_its_writes_are_safe(tmp_path: Path) -> No
     assert json.loads(path.read_text()) == {"runtimes": {"nvidia": NVIDIA.entry()}}
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert "backup" not in result.out  # nothing existed to back up
+    removed = run_cli("unconfigure", "--engine", "docker", "--root", str(tmp_path))
+    assert removed.code == 0 and "remove the file gpuready created" in removed.out
+    assert not path.exists()
 
 
 def test_backup_mode_symlink_and_crlf_are_kept(tmp_path: Path) -> None:
