@@ -127,3 +127,19 @@ def test_json_status_is_the_one_every_command_uses(tmp_path, capsys, content, co
     assert (exit_code, report["status"], report["verdict"]) == (code, status, verdict)
     exit_code, out, _ = run_cli(["cdi", "list", "--format", "json", str(spec)], capsys)
     assert json.loads(out)["status"] == ("error" if content is None else "ok")
+
+
+def test_json_error_has_exit_code_and_error(tmp_path, capsys, monkeypatch):
+    import json
+
+    from tests.cli_runner import run_cli
+
+    missing = tmp_path / "missing.yaml"
+    result = run_cli(capsys, monkeypatch, "cdi", "validate", "--format", "json", str(missing))
+    report = json.loads(result.out)
+    assert result.code == 2
+    assert report["status"] == "error" and report["exit_code"] == 2
+    assert str(missing) in report["error"]
+    listed = json.loads(run_cli(capsys, monkeypatch, "cdi", "list", "--format", "json",
+                                str(missing)).out)
+    assert listed["exit_code"] == 2 and str(missing) in listed["error"]
