@@ -24,7 +24,9 @@ default runtime:
   default_runtime_name is never changed: GPU pods opt in with a RuntimeClass whose handler is the
   runtime's name, so a problem in the NVIDIA runtime cannot spread to every pod on the node.
   --set-as-default exists for the rare node that needs it and is refused without
-  --confirm-every-pod-uses-it.
+  --confirm-every-pod-uses-it. So is any edit that changes how the default runtime (runc
+  when unset) runs -- its runtime_type, BinaryName or SystemdCgroup -- such as
+  --runtime-name runc.
 
 exit codes:
   0  registered, or already registered
@@ -80,11 +82,8 @@ def register(subparsers) -> None:
         action="store_true",
         help="make the runtime containerd's default (refused without the confirmation below)",
     )
-    parser.add_argument(
-        "--confirm-every-pod-uses-it",
-        action="store_true",
-        help="confirm --set-as-default: every pod on the node will use the NVIDIA runtime",
-    )
+    common.add_default_confirmation(
+        parser, what="--set-as-default, or an edit of the default runtime's own table")
     common.add_dry_run(parser)
     common.add_format(parser)
     parser.set_defaults(handler=run)
@@ -107,7 +106,8 @@ def runtime_request(args: argparse.Namespace):
     from gpuready.containerd.register import CgroupMode, RuntimeRequest
 
     return RuntimeRequest(
-        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup)
+        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup),
+        default_confirmed=args.confirm_every_pod_uses_it,
     )
 
 

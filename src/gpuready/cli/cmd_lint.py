@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli.common import add_command, add_dry_run, add_root, add_runtime_name
+from gpuready.cli.common import (
+    add_command,
+    add_default_confirmation,
+    add_dry_run,
+    add_root,
+    add_runtime_name,
+)
 
 DESCRIPTION = """\
 Check containerd config files for every way a GPU runtime registration silently fails: wrong
@@ -77,6 +83,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--fix", action="store_true", help="repair what can be repaired without guessing"
     )
+    add_default_confirmation(parser, what="a --fix that changes how the default runtime runs")
     add_dry_run(parser)
     parser.set_defaults(handler=run)
 
@@ -100,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     if args.fix:
         from gpuready.rules.fix import fix_paths
 
-        print(fix_paths(paths, options=options, dry_run=args.dry_run), end="")
+        print(fix_paths(paths, options=options, dry_run=args.dry_run,
+                        default_confirmed=args.confirm_every_pod_uses_it), end="")
     report = lint_paths(
         paths, options=options, selected=selected, containerd_version=args.containerd_version
     )

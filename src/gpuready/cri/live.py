@@ -25,7 +25,6 @@ from gpuready.containerd.decoding import Line, Verdict
 from gpuready.containerd.document import ConfigFile
 from gpuready.containerd.versions import ConfigVersion, spec_of
 from gpuready.cri.process import ServingProcess
-from gpuready.errors import InputError
 from gpuready.kubernetes import runtimeclass
 from gpuready.kubernetes.runtimeclass import RuntimeClass
 from gpuready.node import Node
@@ -422,10 +421,7 @@ def compare(disk: ConfigFile, live: LiveConfig, context: Comparison) -> list[Che
 
 def load_runtimeclasses(path: Path) -> list[RuntimeClass]:
     """Every RuntimeClass in a YAML file; a file without one is bad input."""
-    found = runtimeclass.load(path)
-    if not found:
-        raise InputError(path, "no RuntimeClass (kind: RuntimeClass) in this file")
-    return found
+    return runtimeclass.require_some(runtimeclass.load(path), path)
 
 
 def runtimeclass_checks(

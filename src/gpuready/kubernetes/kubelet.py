@@ -14,13 +14,8 @@ def cgroup_driver(node: Node) -> tuple[str | None, str | None]:
     path = node.path(KUBELET_CONFIG)
     if not node.exists(path):
         return None, None
-    import yaml
+    from gpuready import yamlfile
 
-    from gpuready.yamlfile import yaml_error
-
-    try:
-        data = yaml.safe_load(node.read_text(path, kind=FileKind.MANIFEST))
-    except yaml.YAMLError as error:
-        raise yaml_error(error, path) from None
+    data = yamlfile.load(node.read_text(path, kind=FileKind.MANIFEST), path)
     driver = data.get("cgroupDriver", "cgroupfs") if isinstance(data, dict) else None
     return (driver if isinstance(driver, str) else None), str(path)

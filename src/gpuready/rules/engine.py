@@ -149,15 +149,17 @@ def doctor(
 
 def _runtime_classes(node: Node, paths: Sequence[Path]) -> list[RuntimeClassDocument]:
     """The RuntimeClasses of the given manifests (default: the toolkit's, when present)."""
-    from gpuready.kubernetes.runtimeclass import parse
+    from gpuready.kubernetes.runtimeclass import parse, require_some
 
+    named = bool(paths)
     if not paths:
         default = node.path(RUNTIMECLASS_FILE)
         paths = [default] if node.exists(default) else []
     documents = []
     for path in paths:
         text = node.read_text(path, kind=FileKind.MANIFEST)
-        for found in parse(text, path):
+        classes = parse(text, path)
+        for found in require_some(classes, path) if named else classes:
             documents.append(
                 RuntimeClassDocument(found.name, found.handler, found.file, found.line, text)
             )

@@ -14,6 +14,7 @@ _RULES: tuple[Rule, ...] = (
     structure.VersionUnsupported(),
     structure.UnquotedPluginKey(),
     structure.WrongVersionPath(),
+    structure.WrongShape(),
     keys.UnknownKey(),
     keys.MovedKey(),
     runtimes.RuntimeNotRegistered(),
