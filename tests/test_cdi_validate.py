@@ -143,3 +143,11 @@ def test_json_error_has_exit_code_and_error(tmp_path, capsys, monkeypatch):
     listed = json.loads(run_cli(capsys, monkeypatch, "cdi", "list", "--format", "json",
                                 str(missing)).out)
     assert listed["exit_code"] == 2 and str(missing) in listed["error"]
+
+
+def test_every_case_where_the_loader_disagrees_with_the_text_says_why():
+    """A spec the loader accepts although its text says otherwise: valid, a warning, a reason."""
+    disagreeing = [c for c in CASES if c["file"].startswith("loader-") and c["valid"]]
+    assert len(disagreeing) == 3
+    for case in disagreeing:
+        assert case.get("reason") and case.get("warnings"), case["file"]
