@@ -13,10 +13,10 @@ import pytest
 
 from gpuready.cri import probe_image
 from tests.harness.builds import ENV, Build, builds
-from tests.harness.containerd import Containerd, lab_config, short_tempdir
+from tests.harness.containerd import Containerd, lab_config, sandboxed, short_tempdir
 from tests.harness.replay import RecordedContainerd
 from tests.harness.standin import write_standin
-from tests.helpers import BUSYBOX, PROBE_IMAGE, nvidia_runtime, require
+from tests.helpers import BUSYBOX, PROBE_IMAGE, STANDIN_PATH, nvidia_runtime, require
 
 
 def pytest_addoption(parser) -> None:
@@ -83,12 +83,14 @@ def start_containerd(containerd_build) -> Iterator[Callable[..., Containerd]]:
     Each daemon gets its own short folder, a stand-in runtime at ``folder/standin`` recording to
     ``folder/standin.log`` (use the string ``"STANDIN"`` as any option's value to point at it;
     ``"STANDIN-x"`` gets its own stand-in ``folder/standin-x`` logging to ``standin-x.log``), and
-    with ``image=True`` the probe image imported. All are stopped and removed afterwards.
+    with ``image=True`` the probe image imported. ``config_text`` replaces the lab config (its
+    paths moved into the folder; ``STANDIN_PATH`` in it becomes the stand-in's path). All are
+    stopped and removed afterwards.
     """
     require(binaries=("containerd", "runc", "ctr"))
     started: list[Containerd] = []
 
-    def start(*, runtimes=None, image=None, **options) -> Containerd:
+    def start(*, runtimes=None, image=None, config_text=None, **options) -> Containerd:
         folder = short_tempdir()
         write_standin(folder / "standin", log=folder / "standin.log")
         for entry in (runtimes or {}).values():
@@ -99,8 +101,12 @@ def start_containerd(containerd_build) -> Iterator[Callable[..., Containerd]]:
                     if not (folder / name).exists():
                         write_standin(folder / name, log=folder / f"{name}.log")
                     opts[key] = str(folder / name)
+        if config_text is not None:  # a whole config; STANDIN_PATH in it names the stand-in
+            text = sandboxed(config_text.replace(STANDIN_PATH, str(folder / "standin")), folder)
+        else:
+            text = lab_config(folder, runtimes=runtimes, **options)
         daemon = Containerd(
-            lab_config(folder, runtimes=runtimes, **options),
+            text,
             folder,
             binary=containerd_build.binary("containerd") or "containerd",
         )

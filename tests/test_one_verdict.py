@@ -82,3 +82,23 @@ def test_dry_run_steps_say_what_would_happen(tmp_path):
     assert not any("(created)" in line or line.endswith(": created") for line in steps), steps
     assert "(would be created)" in steps[3] and steps[7].endswith(": would be created")
     assert not (root / "root").exists()
+
+
+def test_doctor_reads_a_camel_case_systemd_cgroup_as_containerd_does(tmp_path):
+    """systemdCgroup = true reaches the shim on every containerd line (see test_option_decoding):
+    no cgroup mismatch against a systemd kubelet, only the spelling warning."""
+    root = node(tmp_path, "systemd")
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(LAB_BASE.read_text() + (
+        '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+        '  runtime_type = "io.containerd.runc.v2"\n'
+        '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]\n'
+        '  binaryName = "/usr/bin/nvidia-container-runtime"\n'
+        "  systemdCgroup = true\n"))
+    doctor = run_cli("doctor", "--root", str(root), "--format", "json",
+                     "--containerd-version", "1.6.20")
+    rules = {p["rule"]: p["severity"] for p in json.loads(doctor.out)["problems"]}
+    assert "cgroup-driver-mismatch" not in rules
+    assert rules["option-spelling"] == "warning"
+    assert "binary-missing" in rules  # the camelCase BinaryName is the one checked
