@@ -6,6 +6,7 @@ Under CI=true a missing binary fails the test (CI must install it); elsewhere it
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +18,17 @@ from tests.harness.containerd import Containerd, lab_config, sandboxed, short_te
 from tests.harness.replay import RecordedContainerd
 from tests.harness.standin import write_standin
 from tests.helpers import BUSYBOX, PROBE_IMAGE, STANDIN_PATH, nvidia_runtime, require
+
+
+def pytest_configure(config) -> None:
+    """Put the running Python's scripts folder first on PATH, as activating its venv would.
+
+    The README runs the tests with ``.venv/bin/python -m pytest``, without activating the venv:
+    the tools installed with the test extra (``ansible-playbook``) are then found all the same.
+    """
+    scripts = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != scripts:
+        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
 
 
 def pytest_addoption(parser) -> None:

@@ -56,14 +56,20 @@ class RuntimeRequest:
     default_confirmed: bool = False
 
 
-def plan_registration(config: ConfigFile, request: RuntimeRequest) -> Plan:
-    """The plan that registers ``request`` in ``config`` (a no-op with a reason if it is there)."""
+def plan_registration(
+    config: ConfigFile, request: RuntimeRequest, *, context: Mapping[str, Any] | None = None
+) -> Plan:
+    """The plan that registers ``request`` in ``config`` (a no-op with a reason if it is there).
+
+    ``context`` is the effective config the runtime's template (runc's table) is taken from
+    when ``config`` is a drop-in that holds no runtime of its own; by default ``config`` itself.
+    """
     spec = spec_of(config.data, path=config.path)
-    template_name, template = _template(config.data, spec, request.name)
+    seen = config.data if context is None else context
+    template_name, template = _template(seen, spec, request.name)
     desired = desired_runtime(template, request)
     current = facts.runtime(config.data, spec, request.name)
-    notes = cgroup_notes(config.data, spec, request, desired) + skipped_notes(template_name,
-                                                                               template)
+    notes = cgroup_notes(seen, spec, request, desired) + skipped_notes(template_name, template)
     header = render_key_path(spec.runtime_path(request.name))
     if current is not None and _satisfies(current, desired):
         return Plan(config.path, config.text, config.text,

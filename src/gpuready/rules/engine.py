@@ -103,10 +103,13 @@ def doctor(
     runtimeclass_paths: Sequence[Path] = (),
     containerd_version: str | None = None,
     detection: Detection | None = None,
+    probe: bool = True,
 ) -> Report:
     """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet.
 
     The main config is ``config_path``, else the one the node's owner makes containerd read.
+    ``probe`` asks the installed containerd for its release when ``containerd_version`` is not
+    given; leave it off when the files are a copy of another machine's.
     """
     node = options.node
     detection = detection or detect(node)
@@ -114,7 +117,7 @@ def doctor(
     main = FileContext(main_path, node.read_text(main_path, kind=FileKind.CONFIG), options=options)
     semantics = choose(
         flag=containerd_version,
-        probe=True,
+        probe=probe,
         config_version=main.data.get("version") if main.data else None,
     )
     files, missing = load_imports(main, options=options) if main.data else ([main], [])
