@@ -28,12 +28,15 @@ default runtime:
 
 exit codes:
   0  registered, or already registered
+  1  written, but containerd will not load it: disabled_plugins turns the CRI plugin off
+     (--enable-cri fixes that), or containerd does not read this file (no imports entry)
   2  bad input (not TOML, unknown version, unreadable file); nothing was written
 
 examples:
   gpuready configure --dry-run
   gpuready configure --config /etc/containerd/config.toml --runtime-name nvidia
   gpuready configure --enable-cdi --format json
+  gpuready configure --enable-cri     # on a node whose containerd came with Docker
 """
 
 SET_AS_DEFAULT_REFUSAL = """\
@@ -92,6 +95,12 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
         default="true",
         help="SystemdCgroup of the runtime: true (default), false, or inherit runc's setting",
     )
+    parser.add_argument(
+        "--enable-cri",
+        action="store_true",
+        help="take the CRI plugin out of disabled_plugins (Docker's containerd.io package "
+        "disables it); other disabled plugins stay",
+    )
 
 
 def runtime_request(args: argparse.Namespace):
@@ -122,12 +131,15 @@ def run(args: argparse.Namespace) -> int:
         runtime=runtime_request(args),
         enable_cdi=args.enable_cdi,
         set_as_default=args.set_as_default,
+        enable_cri=args.enable_cri,
     )
     with locked(path, node=node):
         plan = plan_configure(load_config(path, node=node), request)
         written = False if args.dry_run else apply_plan(plan, node=node)
+    without_effect = _without_effect(plan, path, node=node, runtime_name=args.runtime_name)
     report = {
-        "status": "ok",
+        "status": "failed" if without_effect else "ok",
+        "without_effect": without_effect,
         "file": str(path),
         "changed": plan.changes,
         "written": written,
@@ -139,7 +151,14 @@ def run(args: argparse.Namespace) -> int:
     if args.enable_cdi:
         report["notes"].append(cdi_support_note())
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    return 0
+    return 1 if without_effect else 0
+
+
+def _without_effect(plan, path, *, node, runtime_name: str) -> list[str]:
+    """Why containerd will not load the runtime as the file will be (empty when it will)."""
+    from gpuready.rules.effect import without_effect
+
+    return without_effect(path, plan.after, node=node, runtime_name=runtime_name)
 
 
 def cdi_support_note() -> str:
@@ -169,3 +188,5 @@ def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> Non
         print(f"note: {note}")
     if report["written"]:
         print(f"backup of the original: {report['backup']}")
+    for reason in report["without_effect"]:
+        print(f"gpuready: error: {reason}", file=sys.stderr)
