@@ -5,6 +5,7 @@ Under CI=true a missing binary fails the test (CI must install it); elsewhere it
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from gpuready.cri import probe_image
 from tests.harness.containerd import Containerd, lab_config, short_tempdir
 from tests.harness.standin import write_standin
-from tests.helpers import BUSYBOX, PROBE_IMAGE, nvidia_runtime, require
+from tests.helpers import BUSYBOX, PROBE_IMAGE, nvidia_runtime, require, require_binary
 
 
 def pytest_addoption(parser) -> None:
@@ -39,6 +40,22 @@ def probe_archive(tmp_path_factory) -> Path:
     require(files=(BUSYBOX,))
     folder = tmp_path_factory.mktemp("probe-image")
     return probe_image.build_archive(BUSYBOX, PROBE_IMAGE, folder / "probe.tar").archive
+
+
+@pytest.fixture(scope="session")
+def config_dump() -> Callable[[Path], subprocess.CompletedProcess]:
+    """``config_dump(path)``: ``containerd --config PATH config dump`` by the containerd under test.
+
+    It loads the file (and its imports) over containerd's defaults and prints what containerd
+    would use; a runtime it cannot place is missing from the output.
+    """
+    binary = require_binary("containerd")
+
+    def dump(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([binary, "--config", str(path), "config", "dump"],
+                              capture_output=True, text=True, timeout=60)
+
+    return dump
 
 
 @pytest.fixture

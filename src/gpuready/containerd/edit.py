@@ -336,10 +336,10 @@ def _sibling_style(layout: Layout, sibling: KeyPath) -> Style:
     else:
         sub_header, sub_body = body, body + _step(own.indent, body)
     options = "header"
-    if options_header is None and layout.dotted(options_path):
-        options = "dotted"
-    elif options_header is None and getattr(layout.value(options_path), "inline", False):
+    if options_header is None and getattr(layout.value(options_path), "inline", False):
         options = "inline"
+    elif options_header is None and layout.dotted(options_path):
+        options = "dotted"
     return Style(own.indent, body, sub_header, sub_body, _literal_under(layout, sibling),
                  _quote_of(own.raw) or _file_quote(layout), options)
 
