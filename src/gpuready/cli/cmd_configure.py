@@ -24,7 +24,9 @@ default runtime:
   default_runtime_name is never changed: GPU pods opt in with a RuntimeClass whose handler is the
   runtime's name, so a problem in the NVIDIA runtime cannot spread to every pod on the node.
   --set-as-default exists for the rare node that needs it and is refused without
-  --confirm-every-pod-uses-it.
+  --confirm-every-pod-uses-it. So is any edit that changes how the default runtime (runc
+  when unset) runs -- its runtime_type, BinaryName or SystemdCgroup -- such as
+  --runtime-name runc.
 
 exit codes:
   0  registered, or already registered
@@ -36,7 +38,9 @@ examples:
   gpuready configure --dry-run
   gpuready configure --config /etc/containerd/config.toml --runtime-name nvidia
   gpuready configure --enable-cdi --format json
-  gpuready configure --enable-cri     # on a node whose containerd came with Docker
+  gpuready configure --enable-cri                  # on a node whose containerd came with Docker
+  gpuready configure --engine docker --reload      # /etc/docker/daemon.json, then SIGHUP dockerd
+  gpuready configure --engine crio                 # /etc/crio/crio.conf.d/99-nvidia.toml
 """
 
 SET_AS_DEFAULT_REFUSAL = """\
@@ -59,10 +63,18 @@ def register(subparsers) -> None:
         epilog=EPILOG,
     )
     common.add_root(parser)
+    common.add_distribution(parser)
     parser.add_argument(
         "--config",
         metavar="PATH",
-        help="the containerd config to edit (default: /etc/containerd/config.toml under --root)",
+        help="the containerd config to edit in place (default: where the node's owner reads: "
+        "/etc/containerd/config.toml, a k3s/RKE2 template, a k0s drop-in, MicroK8s's template)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="kubespray and the GPU Operator: edit the config even though their next run "
+        "rewrites it (without it, gpuready prints the values to set there and changes nothing)",
     )
     add_runtime_options(parser)
     parser.add_argument(
@@ -75,11 +87,18 @@ def register(subparsers) -> None:
         action="store_true",
         help="make the runtime containerd's default (refused without the confirmation below)",
     )
+    common.add_default_confirmation(
+        parser, what="--set-as-default, or an edit of the default runtime's own table")
     parser.add_argument(
-        "--confirm-every-pod-uses-it",
+        "--reload",
         action="store_true",
-        help="confirm --set-as-default: every pod on the node will use the NVIDIA runtime",
+        help="with --engine docker: send dockerd SIGHUP and check through its API that it "
+        "loaded the runtime (dockerd reloads runtimes without a restart)",
     )
+    from gpuready.cli.engine_cli import add_docker_address, add_engine
+
+    add_engine(parser)
+    add_docker_address(parser)
     common.add_dry_run(parser)
     common.add_format(parser)
     parser.set_defaults(handler=run)
@@ -108,45 +127,61 @@ def runtime_request(args: argparse.Namespace):
     from gpuready.containerd.register import CgroupMode, RuntimeRequest
 
     return RuntimeRequest(
-        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup)
+        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup),
+        default_confirmed=args.confirm_every_pod_uses_it,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Plan the edit under the file's lock, then show it (dry run) or apply it."""
+    """Plan the edit where the owner reads, under the file's lock, then show or apply it."""
     from pathlib import Path
 
-    from gpuready.containerd.configure import ConfigureRequest, plan_configure
-    from gpuready.containerd.document import load_config
+    from gpuready.cli import engine_cli
+    from gpuready.containerd.configure import ConfigureRequest
     from gpuready.errors import UsageError
     from gpuready.fsio import apply_plan, backup_path, locked
     from gpuready.node import Node
-    from gpuready.paths import CONTAINERD_CONFIG
+    from gpuready.owners.configure import plan_for_owner
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.configure(args, engine)
+    if args.reload:
+        raise UsageError("--reload is for --engine docker: restart containerd to load the change")
     if args.set_as_default and not args.confirm_every_pod_uses_it:
         raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
     node = Node(args.root)
-    path = Path(args.config) if args.config else node.path(CONTAINERD_CONFIG)
+    detection = common.detect_owner(args)
     request = ConfigureRequest(
         runtime=runtime_request(args),
         enable_cdi=args.enable_cdi,
         set_as_default=args.set_as_default,
         enable_cri=args.enable_cri,
     )
-    with locked(path, node=node):
-        plan = plan_configure(load_config(path, node=node), request)
-        written = False if args.dry_run else apply_plan(plan, node=node)
-    without_effect = _without_effect(plan, path, node=node, runtime_name=args.runtime_name)
+
+    def plan():
+        return plan_for_owner(detection, node=node, request=request, force=args.force,
+                              config=Path(args.config) if args.config else None)
+
+    owned = plan()
+    with locked(owned.target, node=node):  # plan again under the lock: it may have changed
+        owned = plan()
+        written = False if args.dry_run or owned.plan is None else apply_plan(owned.plan,
+                                                                               node=node)
+    without_effect = _without_effect(owned.plan, owned.target, node=node,
+                                     runtime_name=args.runtime_name) if owned.plan else []
     report = {
         "status": "failed" if without_effect else "ok",
         "without_effect": without_effect,
-        "file": str(path),
-        "changed": plan.changes,
+        "owner": detection.owner.name,
+        "file": str(owned.target),
+        "changed": owned.changes,
         "written": written,
-        "summary": plan.summary,
-        "notes": list(plan.notes),
-        "backup": str(backup_path(path)) if written else None,
-        "diff": plan.diff(),
+        "summary": owned.summary,
+        "advice": owned.advice or None,
+        "notes": list(dict.fromkeys(owned.notes)),
+        "backup": str(backup_path(owned.target)) if written and owned.plan.before else None,
+        "diff": owned.plan.diff() if owned.plan else "",
     }
     if args.enable_cdi:
         report["notes"].append(cdi_support_note())
@@ -181,12 +216,15 @@ def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> Non
         return
     if dry_run and report["diff"]:
         sys.stdout.write(report["diff"])
+    if report["advice"]:
+        print(report["advice"])
+        return
     prefix = "would " if dry_run and report["changed"] else ""
     state = "" if report["changed"] else " (no change)"
     print(f"{report['file']}: {prefix}{report['summary']}{state}")
     for note in report["notes"]:
         print(f"note: {note}")
-    if report["written"]:
+    if report["backup"]:
         print(f"backup of the original: {report['backup']}")
     for reason in report["without_effect"]:
         print(f"gpuready: error: {reason}", file=sys.stderr)

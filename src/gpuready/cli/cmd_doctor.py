@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli.common import add_command, add_root, add_runtime_name
+from gpuready.cli.common import add_command, add_distribution, add_root, add_runtime_name
 
 DESCRIPTION = """\
 Check a node: the containerd config and its imports merged as containerd merges them (1.x: a
 later plugin table replaces the earlier one whole; 2.x: tables merge key by key), the
 RuntimeClass manifests against the registered runtimes, the CDI specs in /etc/cdi and
 /var/run/cdi, and the kubelet's cgroup driver. Every path is looked up under --root.
+
+It first says who owns containerd on the node (plain containerd, k3s, RKE2, k0s, MicroK8s,
+kubespray, the GPU Operator), from which files, and checks the config that owner makes
+containerd read; --distribution NAME overrides the detection.
 
 The containerd release whose rules apply comes from --containerd-version, else from
 'containerd --version', else from the config version (1, 2: 1.x; 3, 4: 2.x).
@@ -23,6 +27,8 @@ examples:
   gpuready doctor
   gpuready doctor --root /mnt/node-image --containerd-version 1.7.20
   gpuready doctor --runtimeclass runtimeclass.yaml --format json
+  gpuready doctor --engine docker
+  gpuready doctor --engine crio --root /mnt/node-image
 """
 
 
@@ -38,11 +44,13 @@ def register(subparsers) -> None:
         epilog=EPILOG,
     )
     add_root(parser)
+    add_distribution(parser)
     add_runtime_name(parser)
     parser.add_argument(
         "--config",
         metavar="FILE",
-        help="the main containerd config (default: /etc/containerd/config.toml under --root)",
+        help="the main containerd config (default: the one the node's owner makes containerd "
+        "read, under --root: /etc/containerd/config.toml for plain containerd)",
     )
     parser.add_argument(
         "--runtimeclass",
@@ -53,6 +61,10 @@ def register(subparsers) -> None:
         "/root/toolkit/runtimeclass.yaml under --root when present)",
     )
     add_rule_selection(parser)
+    from gpuready.cli.engine_cli import add_docker_version, add_engine
+
+    add_engine(parser)
+    add_docker_version(parser)
     parser.set_defaults(handler=run)
 
 
@@ -60,19 +72,35 @@ def run(args: argparse.Namespace) -> int:
     """Check the node; return the exit code."""
     from pathlib import Path
 
+    from gpuready.cli import engine_cli
+    from gpuready.cli.common import detect_owner
     from gpuready.errors import ExitCode
     from gpuready.reporting import render
     from gpuready.rules import selection
     from gpuready.rules.context import Options
     from gpuready.rules.engine import doctor
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.lint(args, engine, doctor=True)
     selected = selection(select=args.select, ignore=args.ignore)
+    detection = detect_owner(args)
     report = doctor(
         options=Options(runtime_name=args.runtime_name, root=Path(args.root)),
         selected=selected,
         config_path=Path(args.config) if args.config else None,
         runtimeclass_paths=[Path(p) for p in args.runtimeclass],
         containerd_version=args.containerd_version,
+        detection=detection,
     )
-    print(render(args.format, report.problems, files=report.files, command="doctor"), end="")
+    text = render(args.format, report.problems, files=report.files, command="doctor")
+    if args.format == "json":
+        import json
+
+        document = json.loads(text)
+        document["owner"] = detection.to_dict()
+        text = json.dumps(document, indent=2) + "\n"
+    elif args.format == "text":
+        text = "\n".join(detection.describe()) + "\n" + text
+    print(text, end="")
     return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli.common import add_command, add_format, add_root, add_runtime_name
+from gpuready.cli.common import (
+    add_command,
+    add_distribution,
+    add_format,
+    add_root,
+    add_runtime_name,
+)
 
 DEFAULT_ADDRESS = "unix:///run/containerd/containerd.sock"
 
@@ -15,8 +21,9 @@ runtime_type, BinaryName and SystemdCgroup, the default runtime, enable_cdi. A r
 not live means containerd was not restarted or reads another file; gpuready says which.
 
 With --probe, start a throw-away pod sandbox through the handler (host network, no CNI needed),
-the way the kubelet starts a pod with that RuntimeClass, report what containerd said, and stop and
-remove it again, also on Ctrl-C or timeout. No GPU is needed.
+the way the kubelet starts a pod with that RuntimeClass, check that containerd decoded the runtime
+type, BinaryName and SystemdCgroup the config intends for it (a sandbox that came up through plain
+runc fails), and stop and remove it again, also on Ctrl-C or timeout. No GPU is needed.
 """
 
 EPILOG = """\
@@ -24,6 +31,7 @@ examples:
   gpuready verify --live
   gpuready verify --live --runtimeclass runtimeclass.yaml --probe
   gpuready verify --live --probe --probe-image build   # air-gapped node, no pause image
+  gpuready verify --live --engine docker --probe       # dockerd: /info, then a throw-away container
 
 exit codes: 0 all good, 1 a check failed, 2 bad input, 3 containerd could not be reached
 """
@@ -43,16 +51,19 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--address",
-        default=DEFAULT_ADDRESS,
         metavar="ADDRESS",
-        help=f"containerd's CRI socket (default: {DEFAULT_ADDRESS})",
+        help="containerd's CRI socket (default: the socket of the node's owner: "
+        f"{DEFAULT_ADDRESS} for plain containerd, unix:///run/k3s/containerd/containerd.sock "
+        "for k3s and RKE2, ...)",
     )
     parser.add_argument(
         "--config",
         metavar="PATH",
-        help="the config file to compare with (default: /etc/containerd/config.toml under --root)",
+        help="the config file to compare with (default: the one the node's owner makes "
+        "containerd read, under --root)",
     )
     add_root(parser)
+    add_distribution(parser)
     add_runtime_name(parser)
     parser.add_argument(
         "--handler",
@@ -96,6 +107,10 @@ def register(subparsers) -> None:
         help="for the probe sandbox to become ready (default: 60)",
     )
     add_format(parser)
+    from gpuready.cli.engine_cli import add_docker_address, add_engine
+
+    add_engine(parser)
+    add_docker_address(parser)
     parser.set_defaults(handler=run)
 
 
@@ -103,19 +118,21 @@ def options_from(args: argparse.Namespace):
     """The :class:`~gpuready.cri.verify.VerifyOptions` for parsed arguments."""
     from pathlib import Path
 
+    from gpuready.cli.common import detect_owner
     from gpuready.cri.verify import VerifyOptions
     from gpuready.errors import UsageError
     from gpuready.node import Node
-    from gpuready.paths import CONTAINERD_CONFIG
 
     if not args.live:
         raise UsageError("verify needs --live (it asks the running containerd)")
     if args.timeout <= 0 or args.probe_timeout <= 0:
         raise UsageError("--timeout and --probe-timeout must be positive")
     root = Path(args.root)
+    owner = detect_owner(args).owner
+    # The socket is the node's own path: --root only says where to read files.
     return VerifyOptions(
-        address=args.address,
-        config_path=Path(args.config) if args.config else Node(root).path(CONTAINERD_CONFIG),
+        address=args.address or f"unix://{owner.socket}",
+        config_path=Path(args.config) if args.config else Node(root).path(owner.config),
         root=root,
         runtime_name=args.runtime_name,
         handler=args.runtime_handler or args.runtime_name,
@@ -132,9 +149,13 @@ def run(args: argparse.Namespace) -> int:
     """Verify against the running containerd and print the report."""
     import json
 
+    from gpuready.cli import engine_cli
     from gpuready.cri.verify import verify_live
     from gpuready.errors import ExitCode
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.verify(args, engine)
     report = verify_live(options_from(args))
     if args.format == "json":
         print(json.dumps(report.to_dict(), indent=2))
@@ -151,8 +172,16 @@ def _show(value) -> str:
     return str(value)
 
 
+def _decoded(decoded, field_name: str) -> str:
+    if not decoded.known:
+        return "unknown"
+    shown = _show(decoded.value)
+    return f"{shown} (as {decoded.key})" if decoded.key not in (None, field_name) else shown
+
+
 def runtime_table(report) -> list[str]:
-    """The live handler table: name, runtime_type, BinaryName, SystemdCgroup."""
+    """The live handler table: name, runtime_type, and BinaryName and SystemdCgroup as the
+    running containerd decodes them for the shim (``(as binaryName)`` for another spelling)."""
     rows = [("HANDLER", "RUNTIME_TYPE", "BINARYNAME", "SYSTEMDCGROUP")]
     for name, runtime in sorted(report.runtimes.items()):
         marker = " (default)" if name == report.default_runtime_name else ""
@@ -160,8 +189,8 @@ def runtime_table(report) -> list[str]:
             (
                 name + marker,
                 runtime.runtime_type or "-",
-                _show(runtime.options.get("BinaryName")),
-                _show(runtime.options.get("SystemdCgroup")),
+                _decoded(runtime.field("BinaryName"), "BinaryName"),
+                _decoded(runtime.field("SystemdCgroup"), "SystemdCgroup"),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -191,6 +220,8 @@ def text_lines(report) -> list[str]:
     if report.probe:
         probe = report.probe
         outcome = "ok" if probe.ok and probe.removed else "failed"
+        if outcome == "ok" and probe.proof == "unreadable":
+            outcome = "unproven"
         cleanup = "; removed" if probe.removed else f"; {probe.cleanup_error}"
         lines.append(f"{'probe':<8}{outcome}: {probe.message} ({probe.seconds:g}s){cleanup}")
     lines.append(f"status: {'ok' if report.ok else 'failed'}")

@@ -31,6 +31,7 @@ def add_runtime_name(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runtime-name",
         default="nvidia",
+        type=runtime_name,
         metavar="NAME",
         help="runtime name in containerd and RuntimeClass handler (default: nvidia)",
     )
@@ -41,9 +42,55 @@ def add_binary(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--binary",
         default=str(NVIDIA_RUNTIME_BINARY),
+        type=binary_path,
         metavar="PATH",
         help=f"the runtime's BinaryName (default: {NVIDIA_RUNTIME_BINARY})",
     )
+
+
+def runtime_name(value: str) -> str:
+    """A ``--runtime-name`` Kubernetes accepts as a RuntimeClass handler (the runtime's name)."""
+    from gpuready.kubernetes.runtimeclass import label_problem
+
+    problem = label_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"{problem}: the RuntimeClass handler is the runtime's "
+                                         "name, and Kubernetes accepts only such a label")
+    return value
+
+
+def binary_path(value: str) -> str:
+    """A ``--binary`` containerd's runc shim will run as meant: absolute, no control characters."""
+    from gpuready.containerd.runc_options import binary_problem
+
+    problem = binary_problem(value)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+def add_default_confirmation(parser: argparse.ArgumentParser, *, what: str) -> None:
+    """``--confirm-every-pod-uses-it``: the one confirmation for changing the default runtime."""
+    parser.add_argument(
+        "--confirm-every-pod-uses-it",
+        action="store_true",
+        help=f"confirm {what}: every pod on the node will run through the changed default "
+        "runtime",
+    )
+
+
+def gpu_count(value: str) -> int:
+    """A ``--gpus`` count: 1 or more, at most the documented maximum."""
+    from gpuready.cdi.inventory import MAX_GPUS
+
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if not 1 <= count <= MAX_GPUS:
+        raise argparse.ArgumentTypeError(f"give 1 to {MAX_GPUS} (the driver numbers GPU device "
+                                         f"nodes /dev/nvidia0 to /dev/nvidia{MAX_GPUS - 1})")
+    return count
 
 
 def add_format(parser: argparse.ArgumentParser, choices=("text", "json")) -> None:
@@ -63,3 +110,25 @@ def add_dry_run(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="print what would change as a unified diff and write nothing",
     )
+
+
+def add_distribution(parser: argparse.ArgumentParser) -> None:
+    """``--distribution``: who owns containerd on the node, instead of detecting it."""
+    from gpuready.owners.table import BY_NAME
+
+    parser.add_argument(
+        "--distribution",
+        default="auto",
+        choices=("auto", *BY_NAME),
+        metavar="NAME",
+        help="who owns containerd on the node: auto (detect from its files, the default), "
+        + ", ".join(BY_NAME),
+    )
+
+
+def detect_owner(args: argparse.Namespace):
+    """The :class:`~gpuready.owners.detect.Detection` for ``--root`` and ``--distribution``."""
+    from gpuready.node import Node
+    from gpuready.owners.detect import detect
+
+    return detect(Node(args.root), distribution=args.distribution)

@@ -12,7 +12,9 @@ from pathlib import Path
 
 from gpuready.containerd.semantics import Semantics, choose
 from gpuready.node import FileKind, Node
-from gpuready.paths import CDI_DIRS, CONTAINERD_CONFIG, KUBELET_CONFIG, TOOLKIT_DIR
+from gpuready.owners.detect import Detection, detect
+from gpuready.owners.state import OwnerState
+from gpuready.paths import CDI_DIRS, KUBELET_CONFIG, TOOLKIT_DIR
 from gpuready.problems import Problem, has_errors
 from gpuready.rules.base import Scope
 from gpuready.rules.context import (
@@ -99,10 +101,15 @@ def doctor(
     config_path: Path | None = None,
     runtimeclass_paths: Sequence[Path] = (),
     containerd_version: str | None = None,
+    detection: Detection | None = None,
 ) -> Report:
-    """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet."""
+    """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet.
+
+    The main config is ``config_path``, else the one the node's owner makes containerd read.
+    """
     node = options.node
-    main_path = config_path or node.path(CONTAINERD_CONFIG)
+    detection = detection or detect(node)
+    main_path = config_path or node.path(detection.owner.config)
     main = FileContext(main_path, node.read_text(main_path, kind=FileKind.CONFIG), options=options)
     semantics = choose(
         flag=containerd_version,
@@ -114,7 +121,8 @@ def doctor(
     for file in files:
         file.semantics = semantics
         problems += _run(Scope.FILE, file, selected)
-    context = NodeContext(options=options, config=None, files=files, missing_imports=missing)
+    context = NodeContext(options=options, config=None, files=files, missing_imports=missing,
+                          ownership=OwnerState(node, detection, main_path))
     kubelet_file = None
     if all(f.data is not None for f in files) and main.spec is not None:
         data, context.replaced_tables = merge(files, major=semantics.major)
@@ -143,29 +151,26 @@ def _kubelet_cgroup_driver(node: Node) -> tuple[str | None, str | None]:
     path = node.path(KUBELET_CONFIG)
     if not node.exists(path):
         return None, None
-    import yaml
+    from gpuready import yamlfile
 
-    from gpuready.yamlfile import yaml_error
-
-    try:
-        data = yaml.safe_load(node.read_text(path, kind=FileKind.MANIFEST))
-    except yaml.YAMLError as error:
-        raise yaml_error(error, path) from None
+    data = yamlfile.load(node.read_text(path, kind=FileKind.MANIFEST), path)
     driver = data.get("cgroupDriver", "cgroupfs") if isinstance(data, dict) else None
     return (driver if isinstance(driver, str) else None), str(path)
 
 
 def _runtime_classes(node: Node, paths: Sequence[Path]) -> list[RuntimeClassDocument]:
     """The RuntimeClasses of the given manifests (default: the toolkit's, when present)."""
-    from gpuready.kubernetes.runtimeclass import parse
+    from gpuready.kubernetes.runtimeclass import parse, require_some
 
+    named = bool(paths)
     if not paths:
         default = node.path(RUNTIMECLASS_FILE)
         paths = [default] if node.exists(default) else []
     documents = []
     for path in paths:
         text = node.read_text(path, kind=FileKind.MANIFEST)
-        for found in parse(text, path):
+        classes = parse(text, path)
+        for found in require_some(classes, path) if named else classes:
             documents.append(
                 RuntimeClassDocument(found.name, found.handler, found.file, found.line, text)
             )
