@@ -226,5 +226,5 @@ def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> Non
         print(f"note: {note}")
     if report["backup"]:
         print(f"backup of the original: {report['backup']}")
-    for reason in report["without_effect"]:
+    for reason in report.get("without_effect", ()):
         print(f"gpuready: error: {reason}", file=sys.stderr)
