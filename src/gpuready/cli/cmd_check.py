@@ -9,7 +9,9 @@ from gpuready.cli import common
 
 DESCRIPTION = """\
 Re-read every file of the registration contract and verify it: config.toml parses; runc and the
-NVIDIA runtime are registered; default_runtime_name is runc; SystemdCgroup is the boolean true;
+NVIDIA runtime are registered; default_runtime_name is runc; SystemdCgroup is the boolean true and
+the cgroup drivers agree (the verdict doctor gives: a warning when runc differs and the kubelet's
+driver is unknown, a failure when a runtime differs from the kubelet's configured driver);
 the RuntimeClass handler equals a registered runtime; the CDI spec has kind nvidia.com/gpu; and
 default.txt, parsed.txt, cdi-keys.txt and report.txt say what the files they describe say.
 """
@@ -61,9 +63,12 @@ def run(args: argparse.Namespace) -> int:
                           "checks": [vars(check) for check in checks]}, indent=2))
         return 0 if ok else 1
     for check in checks:
-        print(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}")
-        if not check.ok:
+        mark = ("warn" if check.warning else "ok  ") if check.ok else "FAIL"
+        print(f"{mark} {check.name}: {check.detail}")
+        if not check.ok or check.warning:
             print(f"     fix: {check.fix}")
     failed = sum(not check.ok for check in checks)
-    print(f"{len(checks) - failed} passed, {failed} failed")
+    warned = sum(check.ok and check.warning for check in checks)
+    print(f"{len(checks) - failed} passed ({warned} with a warning), {failed} failed"
+          if warned else f"{len(checks) - failed} passed, {failed} failed")
     return 0 if ok else 1

@@ -110,14 +110,18 @@ def _print_text(result, *, dry_run: bool) -> None:
     for note in result.notes:
         print(f"note: {note}")
     failed = [check for check in result.checks if not check.ok]
+    warned = [check for check in result.checks if check.ok and check.warning]
+    for check in warned:
+        print(f"warning: {check.detail}\n     fix: {check.fix}")
     for check in failed:
         print(f"FAIL {check.name}: {check.detail}\n     fix: {check.fix}")
     verdict = "would pass" if dry_run else "passed"
+    warnings = f", {len(warned)} with a warning" if warned else ""
     if failed:
-        print(f"{len(failed)} of {len(result.checks)} checks failed")
+        print(f"{len(failed)} of {len(result.checks)} checks failed{warnings}")
     else:
-        print(f"all {len(result.checks)} checks {verdict}" + (" (dry run: nothing written)"
-                                                           if dry_run else ""))
+        print(f"all {len(result.checks)} checks {verdict}{warnings}" + (
+            " (dry run: nothing written)" if dry_run else ""))
     for reason in result.without_effect:
         print(f"gpuready: error: {reason}", file=sys.stderr)
 
