@@ -6,6 +6,7 @@ Under CI=true a missing binary fails the test (CI must install it); elsewhere it
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +18,14 @@ from tests.harness.builds import ENV, Build, builds
 from tests.harness.containerd import Containerd, lab_config, sandboxed, short_tempdir
 from tests.harness.replay import RecordedContainerd
 from tests.harness.standin import write_standin
-from tests.helpers import BUSYBOX, PROBE_IMAGE, STANDIN_PATH, nvidia_runtime, require
+from tests.helpers import (
+    BUSYBOX,
+    PROBE_IMAGE,
+    STANDIN_PATH,
+    nvidia_runtime,
+    require,
+    require_binary,
+)
 
 
 def pytest_configure(config) -> None:
@@ -86,6 +94,22 @@ def probe_archive(tmp_path_factory) -> Path:
     require(files=(BUSYBOX,))
     folder = tmp_path_factory.mktemp("probe-image")
     return probe_image.build_archive(BUSYBOX, PROBE_IMAGE, folder / "probe.tar").archive
+
+
+@pytest.fixture
+def config_dump(containerd_build) -> Callable[[Path], subprocess.CompletedProcess]:
+    """``config_dump(path)``: ``containerd --config PATH config dump`` by the build under test.
+
+    It loads the file (and its imports) over containerd's defaults and prints what containerd
+    would use; a runtime it cannot place is missing from the output.
+    """
+    binary = containerd_build.binary("containerd") or require_binary("containerd")
+
+    def dump(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([binary, "--config", str(path), "config", "dump"],
+                              capture_output=True, text=True, timeout=60)
+
+    return dump
 
 
 @pytest.fixture

@@ -31,7 +31,8 @@ changes no byte.
 EPILOG = """\
 exit codes:
   0  done, and every check of the contract passed
-  1  a check failed (the report says which value is wrong)
+  1  a check failed (the report says which value is wrong), or containerd will not load the
+     runtime: disabled_plugins turns the CRI plugin off (--enable-cri fixes that)
   2  bad input or usage; nothing was written
 
 examples:
@@ -104,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         base=Path(args.base) if args.base else None,
         gpus=args.gpus,
         dry_run=args.dry_run,
+        enable_cri=args.enable_cri,
     )
     result = run_setup(options)
     if args.format == "json":
@@ -134,6 +136,8 @@ def _print_text(result, *, dry_run: bool) -> None:
     else:
         print(f"all {len(result.checks)} checks {verdict}{warnings}" + (
             " (dry run: nothing written)" if dry_run else ""))
+    for reason in result.without_effect:
+        print(f"gpuready: error: {reason}", file=sys.stderr)
 
 
 def _as_json(result, *, dry_run: bool) -> dict:
@@ -146,5 +150,6 @@ def _as_json(result, *, dry_run: bool) -> dict:
         ],
         "notes": result.notes,
         "checks": [vars(check) for check in result.checks],
+        "without_effect": result.without_effect,
         "changed_files": [str(plan.path) for plan in result.plans if plan.changes],
     }

@@ -8,8 +8,9 @@ from pathlib import Path, PurePosixPath
 from gpuready import fsio
 from gpuready.containerd import facts
 from gpuready.containerd.base import choose_base
+from gpuready.containerd.configure import ConfigureRequest, plan_configure
 from gpuready.containerd.document import load_config_text
-from gpuready.containerd.register import CGROUP_NOTE, RuntimeRequest, plan_registration
+from gpuready.containerd.register import CGROUP_NOTE, RuntimeRequest
 from gpuready.fsio import backup_path
 from gpuready.kubernetes import runtimeclass
 from gpuready.node import Node
@@ -30,6 +31,7 @@ class SetupOptions:
     base: Path | None = None
     gpus: int | None = None
     dry_run: bool = False
+    enable_cri: bool = False
 
 
 @dataclass(frozen=True)
@@ -50,11 +52,12 @@ class SetupResult:
     plans: list[Plan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    without_effect: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """True when every contract check passed."""
-        return all(check.ok for check in self.checks)
+        """True when every contract check passed and containerd will load the runtime."""
+        return all(check.ok for check in self.checks) and not self.without_effect
 
 
 def run_setup(options: SetupOptions) -> SetupResult:
@@ -86,7 +89,16 @@ def _run_steps(options: SetupOptions) -> SetupResult:
     _write_runtimeclass(files, staging, result, config)
     _write_report(files, staging, result, config)
     result.checks = contract.contract_checks(files, options.request.name, staging.read)
+    result.without_effect = _without_effect(options, files, staging)
     return result
+
+
+def _without_effect(options: SetupOptions, files: NodeFiles, staging: Staging) -> list[str]:
+    """Why containerd will not load the registered runtime (the CRI plugin disabled)."""
+    from gpuready.rules.effect import without_effect
+
+    return without_effect(files.config, staging.read(files.config), node=options.node,
+                          runtime_name=options.request.name)
 
 
 def _stage_and_register(
@@ -98,7 +110,8 @@ def _stage_and_register(
 
     def compute(current: str | None) -> Plan:
         text = current if base.keeps_existing and current is not None else base.text
-        planned = plan_registration(load_config_text(text, origin_path), options.request)
+        request = ConfigureRequest(options.request, enable_cri=options.enable_cri)
+        planned = plan_configure(load_config_text(text, origin_path), request)
         return Plan(files.config, current, planned.after, planned.summary, planned.notes)
 
     plan = staging.edit(files.config, compute)
