@@ -247,6 +247,46 @@ def _fsync_folder(folder: Path) -> None:
             os.close(fd)
 
 
+def remove_planned(plan: Plan, *, node: Node) -> bool:
+    """Remove ``plan.path`` (a plan whose ``after`` is None); False when it is already gone.
+
+    The caller holds :func:`locked`. Raises :class:`ConcurrentChangeError` when the file no
+    longer holds ``plan.before``. Only gpuready's own files are removed this way (a drop-in it
+    wrote, its record, a backup equal to the restored file), so no backup is kept.
+    """
+    target = node.writable(plan.path)
+    current = _read_or_none(target)
+    if current is None:
+        return False
+    if plan.before is None or current != plan.before.encode("utf-8"):
+        raise ConcurrentChangeError(
+            f"{plan.path}: changed on disk while gpuready was planning; nothing removed, run again"
+        )
+    try:
+        os.unlink(target)
+    except OSError as error:
+        raise WriteError(f"{plan.path}: cannot remove: {error.strerror or error}") from None
+    _fsync_folder(target.parent)
+    return True
+
+
+def apply_own_file(plan: Plan, *, node: Node) -> bool:
+    """Write a file that is gpuready's own (its record): as :func:`apply_plan`, without a backup.
+
+    The caller holds :func:`locked`.
+    """
+    target = node.writable(plan.path)
+    if not plan.changes:
+        return False
+    with _folder_locked(target.parent, plan.path):
+        current = _read_or_none(target)
+        if current != (None if plan.before is None else plan.before.encode("utf-8")):
+            raise ConcurrentChangeError(f"{plan.path}: changed on disk while gpuready was "
+                                        "planning; nothing written, run again")
+        write_atomic(target, plan.after.encode("utf-8"))
+    return True
+
+
 def apply_plans(plans: Sequence[Plan], *, node: Node) -> list[Plan]:
     """Write several plans as one transaction: all of them, or (on any failure) none.
 

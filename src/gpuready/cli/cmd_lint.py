@@ -32,11 +32,16 @@ examples:
   gpuready lint /etc/containerd/config.toml /etc/containerd/conf.d/nvidia.toml
   gpuready lint --fix --dry-run
   gpuready lint --ignore binary-missing --format sarif config.toml
+  gpuready lint --engine docker /etc/docker/daemon.json
+  gpuready lint --engine crio                 # crio.conf and crio.conf.d/*, read together
 """
 
 
-def add_rule_selection(parser: argparse.ArgumentParser) -> None:
-    """``--select``/``--ignore``, ``--format`` and ``--containerd-version``, shared with doctor."""
+def add_rule_selection(
+    parser: argparse.ArgumentParser, *, formats: tuple[str, ...] = ("text", "json", "sarif")
+) -> None:
+    """``--select``/``--ignore``, ``--format`` and ``--containerd-version``, shared with doctor
+    and audit."""
     parser.add_argument(
         "--select",
         action="append",
@@ -51,7 +56,7 @@ def add_rule_selection(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=("text", "json", "sarif"),
+        choices=formats,
         default="text",
         help="output format (default: text)",
     )
@@ -85,6 +90,10 @@ def register(subparsers) -> None:
     )
     add_default_confirmation(parser, what="a --fix that changes how the default runtime runs")
     add_dry_run(parser)
+    from gpuready.cli.engine_cli import add_docker_version, add_engine
+
+    add_engine(parser)
+    add_docker_version(parser)
     parser.set_defaults(handler=run)
 
 
@@ -92,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     """Lint (and with --fix repair) the files; return the exit code."""
     from pathlib import Path
 
+    from gpuready.cli import engine_cli
     from gpuready.errors import ExitCode, UsageError
     from gpuready.paths import CONTAINERD_CONFIG
     from gpuready.reporting import render
@@ -99,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.rules.context import Options
     from gpuready.rules.engine import lint_paths
 
+    engine = engine_cli.engine_name(args, config=args.files[0] if args.files else None)
+    if engine != "containerd":
+        return engine_cli.lint(args, engine, doctor=False)
     selected = selection(select=args.select, ignore=args.ignore)
     options = Options(runtime_name=args.runtime_name, root=Path(args.root))
     paths = [Path(f) for f in args.files] or [options.node.path(CONTAINERD_CONFIG)]

@@ -31,6 +31,7 @@ examples:
   gpuready verify --live
   gpuready verify --live --runtimeclass runtimeclass.yaml --probe
   gpuready verify --live --probe --probe-image build   # air-gapped node, no pause image
+  gpuready verify --live --engine docker --probe       # dockerd: /info, then a throw-away container
 
 exit codes: 0 all good, 1 a check failed, 2 bad input, 3 containerd could not be reached
 """
@@ -106,6 +107,10 @@ def register(subparsers) -> None:
         help="for the probe sandbox to become ready (default: 60)",
     )
     add_format(parser)
+    from gpuready.cli.engine_cli import add_docker_address, add_engine
+
+    add_engine(parser)
+    add_docker_address(parser)
     parser.set_defaults(handler=run)
 
 
@@ -144,9 +149,13 @@ def run(args: argparse.Namespace) -> int:
     """Verify against the running containerd and print the report."""
     import json
 
+    from gpuready.cli import engine_cli
     from gpuready.cri.verify import verify_live
     from gpuready.errors import ExitCode
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.verify(args, engine)
     report = verify_live(options_from(args))
     if args.format == "json":
         print(json.dumps(report.to_dict(), indent=2))

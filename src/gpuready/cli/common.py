@@ -26,6 +26,16 @@ def add_root(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_root_and_config(parser: argparse.ArgumentParser) -> None:
+    """``--root`` and ``--config``: the node and its main containerd config."""
+    add_root(parser)
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help="the main containerd config (default: /etc/containerd/config.toml under --root)",
+    )
+
+
 def add_runtime_name(parser: argparse.ArgumentParser) -> None:
     """``--runtime-name``: the name of the runtime and of the RuntimeClass handler."""
     parser.add_argument(
@@ -109,6 +119,52 @@ def add_dry_run(parser: argparse.ArgumentParser) -> None:
         "--dry-run",
         action="store_true",
         help="print what would change as a unified diff and write nothing",
+    )
+
+
+def add_containerd_version(parser: argparse.ArgumentParser) -> None:
+    """``--containerd-version``: the release line whose import merge applies."""
+    parser.add_argument(
+        "--containerd-version",
+        metavar="X.Y",
+        help="the containerd release reading the files (default: 'containerd --version', else "
+        "from the config version); 1.x replaces a whole plugin table from an import, 2.x merges",
+    )
+
+
+def add_restart(parser: argparse.ArgumentParser) -> None:
+    """``--restart`` and its options: apply the change as one transaction with containerd."""
+    group = parser.add_argument_group(
+        "restart transaction",
+        "check the candidate files with the node's containerd, write them, restart containerd "
+        "when the effective config changed, verify; on any failure put every file back and "
+        "restart again",
+    )
+    group.add_argument(
+        "--restart", action="store_true", help="apply as one transaction with a restart"
+    )
+    group.add_argument(
+        "--address",
+        default="unix:///run/containerd/containerd.sock",
+        metavar="ADDRESS",
+        help="containerd's CRI socket (default: unix:///run/containerd/containerd.sock)",
+    )
+    group.add_argument(
+        "--restart-command",
+        metavar="CMD",
+        help="restart containerd with this shell command (default: systemctl restart containerd)",
+    )
+    group.add_argument(
+        "--restart-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="for the restart command and for the CRI to answer again (default: 60)",
+    )
+    group.add_argument(
+        "--probe",
+        action="store_true",
+        help="after the restart, also start and remove a pod sandbox through the runtime",
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuready.errors import UsageError
-from gpuready.rules import keys, node, options, ownership, runtimes, structure
+from gpuready.rules import crio, docker, keys, node, options, ownership, runtimes, structure
 from gpuready.rules.base import Rule
 
 _RULES: tuple[Rule, ...] = (
@@ -43,6 +43,24 @@ _RULES: tuple[Rule, ...] = (
     ownership.OwnerTemplateStale(),
     ownership.SocketMismatch(),
     ownership.MultipleContainerd(),
+    docker.DockerJsonSyntax(),
+    docker.DockerUnknownKey(),
+    docker.DockerWrongType(),
+    docker.DockerRuntimeNotRegistered(),
+    docker.DockerRuntimeUnknownKey(),
+    docker.DockerRuntimeReserved(),
+    docker.DockerRuntimePathRelative(),
+    docker.DockerRuntimeMissing(),
+    docker.DockerDefaultRuntimeMissing(),
+    docker.DockerDefaultRuntimeChanged(),
+    docker.DockerCdiIgnored(),
+    crio.CrioTomlSyntax(),
+    crio.CrioRuntimeWrongTable(),
+    crio.CrioRuntimeNotRegistered(),
+    crio.CrioRuntimeUnknownKey(),
+    crio.CrioRuntimeTypeInvalid(),
+    crio.CrioRuntimePathInvalid(),
+    crio.CrioDefaultRuntimeMissing(),
 )
 
 REGISTRY: dict[str, Rule] = {rule.name: rule for rule in _RULES}
