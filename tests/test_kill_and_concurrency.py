@@ -72,6 +72,13 @@ WRITERS: dict[str, Callable[[Path], list[str]]] = {
 }
 
 
+def _snapshot(root: Path) -> dict:
+    """The node's files, with the root's own path written as <root> (a record names its file)."""
+    marker = str(root).encode()
+    return {path: content.replace(marker, b"<root>") if isinstance(content, bytes) else content
+            for path, content in tree_snapshot(root).items()}
+
+
 def _spawn(argv: list[str]) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     return subprocess.Popen([sys.executable, "-m", "gpuready", *argv], env=env,
@@ -82,10 +89,10 @@ def _reference(tmp_path: Path, name: str) -> tuple[dict, dict, float, int]:
     """The node before, the node after a complete run, the run's duration, its exit code."""
     root = tmp_path / "reference"
     argv = WRITERS[name](root)
-    before = tree_snapshot(root)
+    before = _snapshot(root)
     start = time.monotonic()
     code = _spawn(argv).wait(timeout=120)
-    return before, tree_snapshot(root), time.monotonic() - start, code
+    return before, _snapshot(root), time.monotonic() - start, code
 
 
 def _check_old_or_new(now: dict, before: dict, after: dict) -> None:
@@ -111,10 +118,10 @@ def _kill_and_recover(tmp_path: Path, name: str, kills: int) -> None:
         time.sleep(delay)
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=60)
-        _check_old_or_new(tree_snapshot(root), before, after)  # snapshots are root-relative
+        _check_old_or_new(_snapshot(root), before, after)
         completed = _spawn(argv).wait(timeout=120)
         assert completed == code, f"{name}: the run after a kill at {delay:.2f} s failed"
-        assert tree_snapshot(root) == after, f"{name}: not the reference after recovery"
+        assert _snapshot(root) == after, f"{name}: not the reference after recovery"
         shutil.rmtree(root)
 
 
