@@ -4,8 +4,9 @@ Only the safe schema is used (no tag ever runs code). Before a document is compo
 are walked once to bound the work: nesting deeper than :data:`MAX_DEPTH` levels, or aliases that
 expand to more than :data:`MAX_EXPANDED_NODES` nodes (a "billion laughs" document: a few lines
 whose aliases expand to billions of nodes for every walk over the data), are refused with one
-line. That walk uses libyaml's event parser when PyYAML has it (an order of magnitude faster);
-composing and constructing use PyYAML's own parser, whose error messages are the ones users see.
+line. That walk and the composing use libyaml's parser when PyYAML has it (an order of magnitude
+faster); a text libyaml refuses is composed again by PyYAML's own parser, whose error messages
+are the ones users see.
 """
 
 from __future__ import annotations
@@ -122,7 +123,10 @@ def compose_all(text: str) -> list[Any]:
 
     check_bounds(text)
     try:
-        return list(yaml.compose_all(text, Loader=_loader()))
+        try:  # libyaml composes an order of magnitude faster, with the same nodes and marks
+            return list(yaml.compose_all(text, Loader=_event_loader()))
+        except yaml.YAMLError:  # PyYAML's own parser says what is wrong, as users know it
+            return list(yaml.compose_all(text, Loader=_loader()))
     except RecursionError:  # only where libyaml stopped early and PyYAML read on: still refused
         raise _bound_error_type()(problem=f"YAML nested deeper than {MAX_DEPTH} levels; "
                                   "refused") from None

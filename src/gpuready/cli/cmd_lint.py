@@ -37,8 +37,11 @@ examples:
 """
 
 
-def add_rule_selection(parser: argparse.ArgumentParser) -> None:
-    """``--select``/``--ignore``, ``--format`` and ``--containerd-version``, shared with doctor."""
+def add_rule_selection(
+    parser: argparse.ArgumentParser, *, formats: tuple[str, ...] = ("text", "json", "sarif")
+) -> None:
+    """``--select``/``--ignore``, ``--format`` and ``--containerd-version``, shared with doctor
+    and audit."""
     parser.add_argument(
         "--select",
         action="append",
@@ -53,7 +56,7 @@ def add_rule_selection(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=("text", "json", "sarif"),
+        choices=formats,
         default="text",
         help="output format (default: text)",
     )

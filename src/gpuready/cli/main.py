@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "gpuready.cli.cmd_check",
     "gpuready.cli.cmd_lint",
     "gpuready.cli.cmd_doctor",
+    "gpuready.cli.cmd_audit",
     "gpuready.cli.cmd_rules",
     "gpuready.cli.cmd_cdi",
     "gpuready.cli.cmd_verify",
