@@ -37,6 +37,7 @@ def register(subparsers) -> None:
         epilog=EPILOG,
     )
     common.add_root(parser)
+    common.add_distribution(parser)
     common.add_runtime_name(parser)
     parser.add_argument(
         "--toolkit-dir", default="/root/toolkit", metavar="DIR",
@@ -48,13 +49,25 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run every contract check and print them."""
+    from dataclasses import replace
     from pathlib import PurePosixPath
 
     from gpuready.node import Node
+    from gpuready.owners.effective import current_effective_config
     from gpuready.workflow.contract import NodeFiles, contract_checks
 
-    files = NodeFiles.on(Node(args.root), PurePosixPath(args.toolkit_dir))
-    checks = contract_checks(files, args.runtime_name, files.read)
+    node = Node(args.root)
+    files = NodeFiles.on(node, PurePosixPath(args.toolkit_dir))
+    read = files.read
+    owner = common.detect_owner(args).owner
+    if not owner.owns_runtime_config:  # check the config the owner will generate, as setup did
+        files = replace(files, config=node.path(owner.config))
+        effective = current_effective_config(owner, node)
+
+        def read(path, _plain=files.read):
+            return effective if path == files.config else _plain(path)
+
+    checks = contract_checks(files, args.runtime_name, read)
     ok = all(check.ok for check in checks)
     if args.format == "json":
         print(json.dumps({"status": "ok" if ok else "failed",

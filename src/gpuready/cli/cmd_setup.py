@@ -51,6 +51,7 @@ def register(subparsers) -> None:
         epilog=EPILOG,
     )
     common.add_root(parser)
+    common.add_distribution(parser)
     parser.add_argument("--base", metavar="FILE", help="the base config to start from")
     add_runtime_options(parser)
     parser.add_argument(
@@ -96,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
         base=Path(args.base) if args.base else None,
         gpus=args.gpus,
         dry_run=args.dry_run,
+        detection=common.detect_owner(args),
     )
     result = run_setup(options)
     if args.format == "json":
