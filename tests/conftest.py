@@ -5,13 +5,16 @@ Under CI=true a missing binary fails the test (CI must install it); elsewhere it
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from gpuready.cri import probe_image
+from tests.harness.builds import ENV, Build, builds
 from tests.harness.containerd import Containerd, lab_config, short_tempdir
+from tests.harness.replay import RecordedContainerd
 from tests.harness.standin import write_standin
 from tests.helpers import BUSYBOX, PROBE_IMAGE, nvidia_runtime, require
 
@@ -33,6 +36,38 @@ def pytest_collection_modifyitems(config, items) -> None:
         items[:] = [item for item in items if "slow" not in item.keywords]
 
 
+def pytest_generate_tests(metafunc) -> None:
+    """Run every real-containerd test once per build (tests/harness/builds.py).
+
+    A test takes part when it is marked ``containerd`` or uses a fixture that starts one
+    (``start_containerd``, ``lab_containerd``, ``containerd_build``).
+    """
+    if metafunc.definition.get_closest_marker("containerd") and (
+        "containerd_build" not in metafunc.fixturenames
+    ):
+        metafunc.fixturenames.append("containerd_build")
+    if "containerd_build" in metafunc.fixturenames:
+        found = builds()
+        metafunc.parametrize("containerd_build", found, ids=[b.id for b in found], indirect=True)
+
+
+@pytest.fixture
+def containerd_build(request, monkeypatch) -> Iterator[Build]:
+    """The containerd build this test runs against, its folder first on PATH for the test."""
+    from gpuready.containerd import base, installed
+
+    build = getattr(request, "param", Build(None))
+    if build.missing():
+        pytest.fail(f"{build.folder} lacks {', '.join(build.missing())} ({ENV})")
+    monkeypatch.setenv("PATH", build.path_env(os.environ.get("PATH", "")))
+    caches = [installed.installed_release, base.containerd_config_default]
+    for cache in caches:
+        cache.cache_clear()  # the release and default config of another build
+    yield build
+    for cache in caches:
+        cache.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def probe_archive(tmp_path_factory) -> Path:
     """An OCI archive of the busybox pause stand-in, named as the lab's sandbox_image."""
@@ -42,11 +77,12 @@ def probe_archive(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def start_containerd() -> Iterator[Callable[..., Containerd]]:
+def start_containerd(containerd_build) -> Iterator[Callable[..., Containerd]]:
     """A factory: ``start_containerd(runtimes=..., image=True, **lab_config options)``.
 
     Each daemon gets its own short folder, a stand-in runtime at ``folder/standin`` recording to
-    ``folder/standin.log`` (use the string ``"STANDIN"`` as a BinaryName to point at it), and
+    ``folder/standin.log`` (use the string ``"STANDIN"`` as any option's value to point at it;
+    ``"STANDIN-x"`` gets its own stand-in ``folder/standin-x`` logging to ``standin-x.log``), and
     with ``image=True`` the probe image imported. All are stopped and removed afterwards.
     """
     require(binaries=("containerd", "runc", "ctr"))
@@ -54,12 +90,20 @@ def start_containerd() -> Iterator[Callable[..., Containerd]]:
 
     def start(*, runtimes=None, image=None, **options) -> Containerd:
         folder = short_tempdir()
-        standin = write_standin(folder / "standin", log=folder / "standin.log")
+        write_standin(folder / "standin", log=folder / "standin.log")
         for entry in (runtimes or {}).values():
             opts = entry.get("options", {})
-            if opts.get("BinaryName") == "STANDIN":
-                opts["BinaryName"] = str(standin)
-        daemon = Containerd(lab_config(folder, runtimes=runtimes, **options), folder)
+            for key, value in list(opts.items()):
+                if isinstance(value, str) and value.startswith("STANDIN"):
+                    name = value.lower()
+                    if not (folder / name).exists():
+                        write_standin(folder / name, log=folder / f"{name}.log")
+                    opts[key] = str(folder / name)
+        daemon = Containerd(
+            lab_config(folder, runtimes=runtimes, **options),
+            folder,
+            binary=containerd_build.binary("containerd") or "containerd",
+        )
         started.append(daemon)
         daemon.start()
         if image is not None:
@@ -75,3 +119,21 @@ def start_containerd() -> Iterator[Callable[..., Containerd]]:
 def lab_containerd(start_containerd, probe_archive) -> Containerd:
     """A containerd with runc and the nvidia runtime (stand-in binary) and the probe image."""
     return start_containerd(runtimes=nvidia_runtime(), image=probe_archive)
+
+
+@pytest.fixture
+def replay_containerd() -> Iterator[Callable[..., RecordedContainerd]]:
+    """A factory: ``replay_containerd("2.3.4", rename=..., images=...)``, a CRI server replaying
+    what that containerd release answered (see tests/harness/replay.py); stopped afterwards."""
+    started: list[tuple[RecordedContainerd, Path]] = []
+
+    def start(release: str, **options) -> RecordedContainerd:
+        folder = short_tempdir()
+        server = RecordedContainerd(release, folder, **options).start()
+        started.append((server, folder))
+        return server
+
+    yield start
+    for server, folder in started:
+        server.stop()
+        folder.rmdir()

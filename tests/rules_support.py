@@ -29,6 +29,55 @@ def is_lint_case(name: str) -> bool:
     return (CASES / name / "bad.toml").is_file()
 
 
+def is_docker_case(name: str) -> bool:
+    """True when the rule's cases are daemon.json files (bad.json/good.json, bad.lines)."""
+    return (CASES / name / "bad.json").is_file()
+
+
+def _executables(root: Path) -> None:
+    """The runtimes the Docker and CRI-O cases name, as executables under the case's root."""
+    for name in ("nvidia-container-runtime", "runc", "crun"):
+        path = root / "usr" / "bin" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("#!/bin/sh\n")
+        path.chmod(0o755)
+
+
+def docker_case(name: str, which: str, tmp_path: Path):
+    """Lint a Docker case's ``bad.json``/``good.json`` (its ``docker-version`` file, if any, is
+    the release whose keys apply)."""
+    from gpuready.engines.docker.installed import parse_release
+    from gpuready.engines.docker.lint import lint_daemon_json
+
+    case = CASES / name
+    root = tmp_path / "root"
+    _executables(root)
+    version = case / "docker-version"
+    release = parse_release(f"version {version.read_text()}") if version.is_file() else None
+    return lint_daemon_json([case / f"{which}.json"], options=Options(root=root),
+                            selected=ALL_RULES, release=release).problems
+
+
+def crio_case(name: str, which: str, tmp_path: Path):
+    """Lint a CRI-O case: its ``bad/`` or ``good/`` folder is a node's /etc/crio."""
+    from gpuready.engines.crio.lint import lint_crio, node_paths
+
+    root = tmp_path / which
+    shutil.copytree(CASES / name / which, root)
+    _executables(root)
+    options = Options(root=root)
+    return lint_crio(node_paths(options.node), options=options, selected=ALL_RULES).problems
+
+
+def crio_marked(name: str) -> set[tuple[str, int]]:
+    """(file name, line) of every ``# <-`` marker in a CRI-O case's ``bad/`` files."""
+    found = set()
+    for path in (CASES / name / "bad").rglob("*"):
+        if path.is_file():
+            found |= {(path.name, line) for line in marked_lines(path)}
+    return found
+
+
 def marked_lines(path: Path) -> set[int]:
     """The lines a case file marks with ``# <-``: where the rule must report."""
     return {n for n, line in enumerate(path.read_text().splitlines(), 1) if MARKER in line}

@@ -238,7 +238,7 @@ def test_backup_keeps_the_file_as_it_was_before_the_first_change(config: Path) -
     assert run_cli("configure", "--config", str(config), "--runtime-name", "nvidia-cdi").code == 0
     assert Path(str(config) + ".gpuready.bak").read_text() == original
     assert sorted(p.name for p in config.parent.iterdir()) == [
-        "config.toml", "config.toml.gpuready.bak"]
+        "config.toml", "config.toml.gpuready.bak", "config.toml.gpuready.json"]
 
 
 def test_a_symlinked_config_has_its_target_edited_and_stays_a_link(tmp_path: Path) -> None:

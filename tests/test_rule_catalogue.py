@@ -10,7 +10,11 @@ from gpuready.rules import REGISTRY, SECTIONS
 from gpuready.rules.base import Scope
 from tests.rules_support import (
     CASES,
+    crio_case,
+    crio_marked,
+    docker_case,
     doctor_case,
+    is_docker_case,
     is_lint_case,
     lint_case,
     marked_lines,
@@ -48,6 +52,10 @@ RULE_NAMES = sorted(REGISTRY)
 
 
 def run_case(name: str, which: str, tmp_path):
+    if REGISTRY[name].scope is Scope.DOCKER:
+        return docker_case(name, which, tmp_path)
+    if REGISTRY[name].scope is Scope.CRIO:
+        return crio_case(name, which, tmp_path)
     if is_lint_case(name):
         return lint_case(name, which, tmp_path)
     return doctor_case(name, which, tmp_path)
@@ -70,7 +78,10 @@ def test_rule_is_a_documented_unit(name):
 @pytest.mark.parametrize("name", RULE_NAMES)
 def test_rule_has_cases(name):
     case = CASES / name
-    if is_lint_case(name):
+    if REGISTRY[name].scope is Scope.DOCKER:
+        assert is_docker_case(name) and (case / "good.json").is_file()
+        assert (case / "bad.lines").is_file()
+    elif is_lint_case(name):
         assert (case / "good.toml").is_file()
         assert REGISTRY[name].scope is not Scope.NODE, "a node rule needs a doctor case"
     else:
@@ -81,7 +92,14 @@ def test_rule_has_cases(name):
 def test_bad_case_triggers_exactly_this_rule(name, tmp_path):
     problems = run_case(name, "bad", tmp_path)
     assert {p.rule for p in problems} == {name}, [f"{p.rule}: {p.message}" for p in problems]
-    if is_lint_case(name):
+    if REGISTRY[name].scope is Scope.DOCKER:
+        expected = {int(n) for n in (CASES / name / "bad.lines").read_text().split()}
+        assert {p.line for p in problems} == expected
+        assert all(p.column for p in problems)
+    elif REGISTRY[name].scope is Scope.CRIO:
+        if crio_marked(name):
+            assert {(p.file.rsplit("/", 1)[-1], p.line) for p in problems} == crio_marked(name)
+    elif is_lint_case(name):
         expected = marked_lines(CASES / name / "bad.toml")
         assert {p.line for p in problems} == expected
         assert all(p.column for p in problems)

@@ -42,6 +42,8 @@ class FileKind(enum.Enum):
     INVENTORY = ("inventory", 1 * _MIB)
     TOOLKIT = ("toolkit file", 1 * _MIB)
     NODE_FACT = ("node fact file", 64 * 1024)
+    DOCKER_CONFIG = ("Docker daemon.json", 1 * _MIB)
+    CRIO_CONFIG = ("CRI-O config", 1 * _MIB)
 
     def __init__(self, label: str, limit: int) -> None:
         self.label = label

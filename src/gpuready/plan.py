@@ -9,7 +9,8 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class Plan:
-    """The text a file has (``before``; None when it does not exist) and the text it should have.
+    """The text a file has (``before``; None when it does not exist) and the text it should have
+    (``after``; None when the file is to be removed).
 
     A plan whose ``after`` equals ``before`` is a no-op; ``summary`` then says why nothing changes
     ("runtime nvidia already registered"). ``notes`` are things the user should know either way.
@@ -17,7 +18,7 @@ class Plan:
 
     path: Path
     before: str | None
-    after: str
+    after: str | None
     summary: str
     notes: tuple[str, ...] = field(default=())
 
@@ -32,11 +33,12 @@ class Plan:
             return ""
         name = label or str(self.path)
         before_lines = (self.before or "").splitlines(keepends=True)
-        after_lines = self.after.splitlines(keepends=True)
+        after_lines = (self.after or "").splitlines(keepends=True)
         fromfile = name if self.before is not None else "/dev/null"
+        tofile = name if self.after is not None else "/dev/null"
         return "".join(
             _terminated(line)
-            for line in difflib.unified_diff(before_lines, after_lines, fromfile, name)
+            for line in difflib.unified_diff(before_lines, after_lines, fromfile, tofile)
         )
 
 

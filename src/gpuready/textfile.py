@@ -1,4 +1,7 @@
-"""Reading the text files gpuready checks: every failure a one-line error naming the file."""
+"""Turning the bytes gpuready reads into text: every failure a one-line error naming the file.
+
+Files are read through :class:`gpuready.node.Node`, which bounds and checks them first.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +11,12 @@ from pathlib import Path
 from gpuready.errors import InputError
 
 
-def read_text(path: Path) -> str:
-    """The file's text; missing, unreadable, or binary files raise :class:`InputError`."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(path, "no such file") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a directory, not a file") from None
-    except PermissionError:
-        raise InputError(path, "permission denied") from None
-    except OSError as error:
-        raise InputError(path, error.strerror or str(error)) from None
-    return decode(raw, path)
-
-
 def decode(raw: bytes, path: Path | str) -> str:
     """UTF-8 text, refusing NUL bytes (a binary file) and invalid UTF-8 with the byte's place."""
+    encoding = _other_unicode(raw)
+    if encoding:
+        raise InputError(path, f"{encoding} text, not UTF-8: convert it (iconv -f {encoding} -t "
+                         "UTF-8)", line=1)
     if b"\x00" in raw:
         line = raw[: raw.index(b"\x00")].count(b"\n") + 1
         raise InputError(path, "binary file (contains a NUL byte), not text", line=line)
@@ -34,6 +26,20 @@ def decode(raw: bytes, path: Path | str) -> str:
         line = raw[: error.start].count(b"\n") + 1
         column = error.start - (raw.rfind(b"\n", 0, error.start) + 1) + 1
         raise InputError(path, "not UTF-8 text", line=line, column=column) from None
+
+
+_OTHER_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32LE"), (b"\x00\x00\xfe\xff", "UTF-32BE"),
+               (b"\xff\xfe", "UTF-16LE"), (b"\xfe\xff", "UTF-16BE"))
+
+
+def _other_unicode(raw: bytes) -> str | None:
+    """UTF-16 or UTF-32 by its byte order mark, or by a NUL after each ASCII character."""
+    for mark, name in _OTHER_BOMS:
+        if raw.startswith(mark):
+            return name
+    if len(raw) >= 4 and raw[1:8:2] == b"\x00" * len(raw[1:8:2]) and b"\x00" not in raw[0:8:2]:
+        return "UTF-16LE"
+    return None
 
 
 BOM = "\ufeff"

@@ -1,30 +1,177 @@
-"""Reading YAML safely (``safe_load`` only), with errors that name file, line and column."""
+"""Reading YAML safely and within bounds, with errors that name file, line and column.
+
+Only the safe schema is used (no tag ever runs code). Before a document is composed, its events
+are walked once to bound the work: nesting deeper than :data:`MAX_DEPTH` levels, or aliases that
+expand to more than :data:`MAX_EXPANDED_NODES` nodes (a "billion laughs" document: a few lines
+whose aliases expand to billions of nodes for every walk over the data), are refused with one
+line. That walk and the composing use libyaml's parser when PyYAML has it (an order of magnitude
+faster); a text libyaml refuses is composed again by PyYAML's own parser, whose error messages
+are the ones users see.
+"""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 from gpuready.errors import InputError
+
+MAX_DEPTH = 100
+MAX_EXPANDED_NODES = 1_000_000
 
 
 def yaml_error(error: Exception, path: Path | str) -> InputError:
     """A PyYAML error as a one-line :class:`InputError` at the problem's line and column."""
     mark = getattr(error, "problem_mark", None)
     reason = getattr(error, "problem", None) or str(error).splitlines()[0]
+    reason = reason if is_bound_error(error) else f"invalid YAML: {reason}"
     if mark is None:
-        return InputError(path, f"invalid YAML: {reason}")
-    return InputError(path, f"invalid YAML: {reason}", line=mark.line + 1, column=mark.column + 1)
+        return InputError(path, reason)
+    return InputError(path, reason, line=mark.line + 1, column=mark.column + 1)
+
+
+@functools.cache
+def _bound_error_type() -> type:
+    import yaml  # lazy: the command line starts without it
+
+    class BoundError(yaml.MarkedYAMLError):
+        """A document refused for its nesting depth or its alias expansion."""
+
+        bound = True
+
+    return BoundError
+
+
+def is_bound_error(error: Exception) -> bool:
+    """True for the error :func:`check_bounds` raises (not a syntax error: the YAML is valid)."""
+    return getattr(error, "bound", False)
+
+
+def _event_loader():
+    import yaml  # lazy: the command line starts without it
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _loader():
+    import yaml
+
+    return yaml.SafeLoader
+
+
+def check_bounds(text: str) -> None:
+    """Raise a ``yaml.MarkedYAMLError`` when the text nests too deep or its aliases expand too far.
+
+    Walks the parser's events (no recursion): each node's expanded size is one plus its
+    children's, an alias counts as the full size of the node its anchor names. A syntax error
+    ends the walk: composing the text reports it, with PyYAML's message.
+    """
+    problem = _first_bound_problem(text)
+    if problem is not None:
+        raise _bound_error_type()(problem=problem[0], problem_mark=problem[1])
+
+
+def _first_bound_problem(text: str) -> tuple[str, Any] | None:
+    import yaml
+
+    anchors: dict[str, int] = {}
+    stack: list[list[Any]] = []  # [expanded size so far, anchor] per open collection
+    expanded = 0
+    try:
+        for event in _events(text):
+            if isinstance(event, yaml.CollectionStartEvent):
+                if len(stack) >= MAX_DEPTH:
+                    return f"YAML nested deeper than {MAX_DEPTH} levels; refused", event.start_mark
+                stack.append([1, event.anchor])
+                expanded += 1
+                continue
+            if isinstance(event, yaml.CollectionEndEvent):
+                size, anchor = stack.pop()
+            elif isinstance(event, yaml.ScalarEvent):
+                size, anchor = 1, event.anchor
+                expanded += 1
+            elif isinstance(event, yaml.AliasEvent):
+                size, anchor = anchors.get(event.anchor, 1), None
+                expanded += size
+            else:
+                continue
+            if anchor is not None:
+                anchors[anchor] = size
+            if stack:
+                stack[-1][0] += size
+            if expanded > MAX_EXPANDED_NODES:
+                return (f"YAML aliases expand to more than {MAX_EXPANDED_NODES:,} nodes (an "
+                        "alias bomb); refused", event.start_mark)
+    except yaml.YAMLError:
+        return None
+    return None
+
+
+def _events(text: str):
+    loader = _event_loader()(text)
+    try:
+        while loader.check_event():
+            yield loader.get_event()
+    finally:
+        loader.dispose()
+
+
+def compose_all(text: str) -> list[Any]:
+    """The node of every document, after :func:`check_bounds`."""
+    import yaml
+
+    check_bounds(text)
+    try:
+        try:  # libyaml composes an order of magnitude faster, with the same nodes and marks
+            return list(yaml.compose_all(text, Loader=_event_loader()))
+        except yaml.YAMLError:  # PyYAML's own parser says what is wrong, as users know it
+            return list(yaml.compose_all(text, Loader=_loader()))
+    except RecursionError:  # only where libyaml stopped early and PyYAML read on: still refused
+        raise _bound_error_type()(problem=f"YAML nested deeper than {MAX_DEPTH} levels; "
+                                  "refused") from None
+
+
+def safe_compose(text: str) -> Any:
+    """The node of the single document in ``text`` (None when empty), after the bounds check."""
+    import yaml
+
+    nodes = compose_all(text)
+    if len(nodes) > 1:
+        raise yaml.MarkedYAMLError(problem="expected a single document, found more",
+                                   problem_mark=nodes[1].start_mark)
+    return nodes[0] if nodes else None
+
+
+def construct(node: Any) -> Any:
+    """The Python data of a composed node (safe schema)."""
+    if node is None:
+        return None
+    loader = _loader()("")
+    try:
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def safe_load(text: str) -> Any:
+    """``yaml.safe_load`` within bounds (None for an empty text)."""
+    return construct(safe_compose(text))
+
+
+def load(text: str, path: Path | str) -> Any:
+    """The document's data; every YAML error (bounds included) an :class:`InputError`."""
+    import yaml
+
+    try:
+        return safe_load(text)
+    except yaml.YAMLError as error:
+        raise yaml_error(error, path) from None
 
 
 def load_mapping(text: str, path: Path | str) -> dict[str, Any]:
     """A YAML document that must be a mapping at the top level."""
-    import yaml  # lazy: the command line starts without it
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise yaml_error(error, path) from None
+    data = load(text, path)
     if not isinstance(data, dict):
         raise InputError(path, "expected a YAML mapping at the top level")
     return data

@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from gpuready import yamlfile
 from gpuready.node import HOST, FileKind, Node
 from gpuready.problems import Problem, Severity
 from gpuready.yamlfile import yaml_error
@@ -41,10 +42,10 @@ def load_spec_file(path: Path, *, node: Node = HOST) -> SpecDocument:
 
 
 def parse_yaml(text: str, file: str) -> SpecDocument:
-    """Parse YAML text: values from ``safe_load``, positions from ``compose`` (SafeLoader)."""
+    """Parse YAML text (within bounds): values and positions from one composed document."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
+        node = yamlfile.safe_compose(text)
+        data = yamlfile.construct(node)
     except yaml.YAMLError as error:
         return SpecDocument(file, None, problems=[_yaml_syntax_problem(error, file)])
     document = SpecDocument(file, data)
@@ -57,14 +58,22 @@ def parse_json(text: str, file: str) -> SpecDocument:
     """Parse JSON text with ``json``; positions come from composing the same text as YAML."""
     duplicates: list[str] = []
     try:
+        yamlfile.check_bounds(text)  # json recurses once per level: bound the nesting first
+    except yaml.YAMLError as error:  # not YAML (rare for JSON): json says what is wrong
+        if yamlfile.is_bound_error(error):
+            return SpecDocument(file, None, problems=[_yaml_syntax_problem(error, file)])
+    try:
         data = json.loads(text, object_pairs_hook=lambda pairs: _no_duplicates(pairs, duplicates))
+    except RecursionError:
+        problem = Problem(RULE_INVALID, Severity.ERROR, "invalid JSON: nested too deep", file)
+        return SpecDocument(file, None, problems=[problem])
     except json.JSONDecodeError as error:
         problem = Problem(RULE_INVALID, Severity.ERROR, f"invalid JSON: {error.msg}", file,
                           line=error.lineno, column=error.colno)
         return SpecDocument(file, None, problems=[problem])
     document = SpecDocument(file, data)
     try:  # JSON is YAML for positions; PyYAML (YAML 1.1) reads nearly every JSON text
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yamlfile.safe_compose(text)
     except yaml.YAMLError:
         node = None
     if node is not None:

@@ -31,6 +31,7 @@ from gpuready.cdi.inventory import (
     Gpu,
     InventoryFile,
     NodeInventory,
+    check_gpu_count,
     default_device_nodes,
     load_inventory,
 )
@@ -79,6 +80,8 @@ def planned_inventory(node: Node, *, gpus: int | None,
     listed = inventory.gpus if inventory else {}
     if gpus is not None and gpus < 1:
         raise UsageError("--gpus: give 1 or more")
+    if gpus is not None:
+        check_gpu_count(gpus, "--gpus")
     if gpus is not None and listed and max(listed) >= gpus:
         raise UsageError(f"the inventory lists GPU {max(listed)}, but --gpus is {gpus}")
     indexes = range(gpus) if gpus is not None else sorted(listed)

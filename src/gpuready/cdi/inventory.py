@@ -12,6 +12,10 @@ spec is built elsewhere). It is YAML or JSON::
         uuid: GPU-8f6c1a3e-...            # optional; needed for names by UUID
         minor: 0                          # optional; /dev/nvidia<minor>, default the index
 
+At most :data:`MAX_GPUS` GPUs, with indexes and minors below it (``--gpus`` too): the driver
+numbers GPU device nodes ``/dev/nvidia0`` to ``/dev/nvidia254``; a larger count is refused
+rather than turned into a spec nobody can load.
+
 Every library is mounted as ``<libraryDir>/<name>.<driverVersion>``; the default list holds the
 three libraries every driver release ships. A planned spec names files the node must have:
 a mount whose host file is missing makes every GPU container fail to start.
@@ -24,12 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
+from gpuready import yamlfile
 from gpuready.cdi.names import device_name_problem
-from gpuready.errors import InputError
+from gpuready.errors import InputError, UsageError
 from gpuready.node import HOST, FileKind, Node
-from gpuready.yamlfile import yaml_error
 
 DEFAULT_LIBRARY_DIR = "/usr/lib/x86_64-linux-gnu"
 CORE_LIBRARIES = ("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so")
@@ -95,6 +97,16 @@ class InventoryFile:
         return Driver(self.driver_version, libraries, self.binaries)
 
 
+MAX_GPUS = 255  # /dev/nvidia255 is the driver's control device, nvidiactl
+
+
+def check_gpu_count(count: int, where: str) -> None:
+    """Refuse a GPU count (or index) above the documented maximum, naming where it came from."""
+    if count > MAX_GPUS:
+        raise UsageError(f"{where}: at most {MAX_GPUS} GPUs per node (the driver's "
+                         f"/dev/nvidia0 to /dev/nvidia{MAX_GPUS - 1}); got {count}")
+
+
 def default_device_nodes(minor: int) -> tuple[str, ...]:
     """The device node of GPU ``minor``: ``/dev/nvidia<minor>``."""
     return (f"/dev/nvidia{minor}",)
@@ -111,10 +123,7 @@ def load_inventory(path: Path, *, node: Node = HOST) -> InventoryFile:
                 path, f"invalid JSON: {error.msg}", line=error.lineno, column=error.colno
             ) from None
     else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as error:
-            raise yaml_error(error, path) from None
+        data = yamlfile.load(text, path)
     return parse_inventory(data, path)
 
 
@@ -138,18 +147,20 @@ def _gpus(items: Any, path: Path | str) -> dict[int, tuple[str | None, int]]:
     if not isinstance(items, list):
         raise InputError(path, "gpus: expected a list")
     gpus: dict[int, tuple[str | None, int]] = {}
+    if len(items) > MAX_GPUS:
+        raise InputError(path, f"gpus: {len(items)} listed; at most {MAX_GPUS} per node")
     for position, item in enumerate(items):
         where = f"gpus[{position}]"
         if not isinstance(item, dict):
             raise InputError(path, f"{where}: expected a mapping with index and uuid")
         _only_keys(item, GPU_KEYS, where, path)
-        index = _count(item.get("index"), f"{where}.index", path)
+        index = _count(item.get("index"), f"{where}.index", path, below=MAX_GPUS)
         if index in gpus:
             raise InputError(path, f"{where}.index: GPU {index} is listed twice")
         uuid = item.get("uuid")
         if uuid is not None and (not isinstance(uuid, str) or device_name_problem(uuid)):
             raise InputError(path, f"{where}.uuid: {uuid!r} is not a usable UUID (GPU-...)")
-        minor = _count(item.get("minor", index), f"{where}.minor", path)
+        minor = _count(item.get("minor", index), f"{where}.minor", path, below=MAX_GPUS)
         gpus[index] = (uuid, minor)
     return gpus
 
@@ -161,9 +172,11 @@ def _only_keys(data: dict[str, Any], allowed: tuple[str, ...], where: str, path)
             raise InputError(path, f"{place}{key}: unknown key (known: {', '.join(allowed)})")
 
 
-def _count(value: Any, where: str, path: Path | str) -> int:
+def _count(value: Any, where: str, path: Path | str, *, below: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise InputError(path, f"{where}: expected a whole number, 0 or more")
+    if value >= below:
+        raise InputError(path, f"{where}: {value} is too large (at most {below - 1})")
     return value
 
 

@@ -78,11 +78,22 @@ def _summary(found: Scan) -> str:
             f"({counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s))")
 
 
-def render_devices(found: Scan, *, fmt: str = "text") -> str:
+def list_exit_code(found: Scan, *, named: bool) -> int:
+    """``cdi list``: 2 when an input is unreadable; 1 when a spec named on the command line is
+    refused (the user asked about that file); else 0 (a refused file in the CDI folders is
+    skipped by the runtime too, and noted)."""
+    if found.unreadable:
+        return ExitCode.BAD_INPUT
+    if named and any(has_errors(spec.problems) for spec in found.specs):
+        return ExitCode.CHECK_FAILED
+    return ExitCode.OK
+
+
+def render_devices(found: Scan, *, fmt: str = "text", code: int = 0) -> str:
     """The resolved devices, ``nvidia.com/gpu=0  /etc/cdi/nvidia.yaml``, in natural order."""
     devices = sorted(found.devices.values(), key=lambda d: natural_key(d.name))
     if fmt == "json":
-        return json.dumps({"status": "error" if found.unreadable else "ok",
+        return json.dumps({"status": {0: "ok", 1: "failed", 2: "error"}[code],
                            "devices": [{"name": d.name, "file": str(d.file)} for d in devices]},
                           indent=2) + "\n"
     if not devices:

@@ -104,7 +104,8 @@ def _register_generate(actions) -> None:
     parser.add_argument("--output", "-o", metavar="PATH",
                         help="node path to write, '-' for standard output "
                         "(default: /etc/cdi/nvidia.yaml)")
-    parser.add_argument("--gpus", type=int, metavar="N", help="plan the spec for N GPUs")
+    parser.add_argument("--gpus", type=common.gpu_count, metavar="N",
+                        help="plan the spec for N GPUs (1 to 255)")
     parser.add_argument("--inventory", metavar="FILE",
                         help="plan the spec from a file listing the node's GPUs and driver")
     parser.add_argument("--device-name-strategy", action="append",
@@ -151,8 +152,9 @@ def run_list(args: argparse.Namespace) -> int:
     found = report.scan_for(args.root, args.paths)
     for line in report.scan_notes(found):
         print(f"gpuready: {line}", file=sys.stderr)
-    print(report.render_devices(found, fmt=args.format), end="")
-    return 2 if found.unreadable else 0
+    code = report.list_exit_code(found, named=bool(args.paths))
+    print(report.render_devices(found, fmt=args.format, code=code), end="")
+    return code
 
 
 def run_generate(args: argparse.Namespace) -> int:

@@ -24,16 +24,34 @@ default runtime:
   default_runtime_name is never changed: GPU pods opt in with a RuntimeClass whose handler is the
   runtime's name, so a problem in the NVIDIA runtime cannot spread to every pod on the node.
   --set-as-default exists for the rare node that needs it and is refused without
-  --confirm-every-pod-uses-it.
+  --confirm-every-pod-uses-it. So is any edit that changes how the default runtime (runc
+  when unset) runs -- its runtime_type, BinaryName or SystemdCgroup -- such as
+  --runtime-name runc.
+
+in place or drop-in:
+  By default the runtime goes into the config itself. With --drop-in [PATH] it goes into a file
+  of its own (default /etc/containerd/conf.d/99-nvidia.toml) and the config gets one imports
+  entry, unless an existing entry (a glob) already covers it. containerd 2.x merges an import key
+  by key, so the drop-in holds only the runtime; 1.x replaces the whole CRI table from an import,
+  so there the drop-in carries a copy of it and shadows the main file's CRI section (run
+  configure --drop-in again after editing it). 'gpuready show-config' prints what containerd
+  builds from both; 'gpuready unconfigure' takes either back.
 
 exit codes:
   0  registered, or already registered
+  1  --restart: refused before writing, or rolled back (every file put back, containerd
+     restarted on them)
   2  bad input (not TOML, unknown version, unreadable file); nothing was written
 
 examples:
   gpuready configure --dry-run
   gpuready configure --config /etc/containerd/config.toml --runtime-name nvidia
   gpuready configure --enable-cdi --format json
+  gpuready configure --drop-in --dry-run
+  gpuready configure --restart --probe
+  gpuready configure --restart --restart-command 'rc-service containerd restart'
+  gpuready configure --engine docker --reload      # /etc/docker/daemon.json, then SIGHUP dockerd
+  gpuready configure --engine crio                 # /etc/crio/crio.conf.d/99-nvidia.toml
 """
 
 SET_AS_DEFAULT_REFUSAL = """\
@@ -80,12 +98,30 @@ def register(subparsers) -> None:
         action="store_true",
         help="make the runtime containerd's default (refused without the confirmation below)",
     )
+    common.add_default_confirmation(
+        parser, what="--set-as-default, or an edit of the default runtime's own table")
     parser.add_argument(
-        "--confirm-every-pod-uses-it",
+        "--reload",
         action="store_true",
-        help="confirm --set-as-default: every pod on the node will use the NVIDIA runtime",
+        help="with --engine docker: send dockerd SIGHUP and check through its API that it "
+        "loaded the runtime (dockerd reloads runtimes without a restart)",
     )
+    parser.add_argument(
+        "--drop-in",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="register in a drop-in file the config imports (default path: "
+        "/etc/containerd/conf.d/99-nvidia.toml); see 'in place or drop-in' below",
+    )
+    common.add_containerd_version(parser)
+
+    from gpuready.cli.engine_cli import add_docker_address, add_engine
+
+    add_engine(parser)
+    add_docker_address(parser)
     common.add_dry_run(parser)
+    common.add_restart(parser)
     common.add_format(parser)
     parser.set_defaults(handler=run)
 
@@ -107,55 +143,120 @@ def runtime_request(args: argparse.Namespace):
     from gpuready.containerd.register import CgroupMode, RuntimeRequest
 
     return RuntimeRequest(
-        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup)
+        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup),
+        default_confirmed=args.confirm_every_pod_uses_it,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Plan the edit where the owner reads, under the file's lock, then show or apply it."""
-    from pathlib import Path
+    """Plan the change under the files' locks, then show it (dry run) or apply it.
 
-    from gpuready.containerd.configure import ConfigureRequest
+    Without --drop-in and --restart the runtime goes where the node's owner reads it; with
+    either, into containerd's own config (plain containerd, or --config).
+    """
+    from gpuready.cli import engine_cli
     from gpuready.errors import UsageError
-    from gpuready.fsio import apply_plan, backup_path, locked
-    from gpuready.node import Node
-    from gpuready.owners.configure import plan_for_owner
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.configure(args, engine)
+    if args.reload:
+        raise UsageError("--reload is for --engine docker: restart containerd to load the change")
     if args.set_as_default and not args.confirm_every_pod_uses_it:
         raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
+    request = configure_request(args)
+    if args.drop_in is not None or args.restart:
+        return run_day_two(args, request)
+    return run_for_owner(args, request)
+
+
+def run_day_two(args: argparse.Namespace, request) -> int:
+    """``--drop-in`` and ``--restart``: containerd's own config, and the files it imports."""
+    from gpuready.changeset import locked_all
+    from gpuready.cli import daytwo
+    from gpuready.errors import UsageError
+    from gpuready.owners.table import EditKind
+    from gpuready.workflow.daytwo import plan_configure_node, write
+
+    owner = common.detect_owner(args).owner
+    if args.config is None and owner.edit is not EditKind.IN_PLACE:
+        raise UsageError(f"--drop-in and --restart work on containerd's own config, which "
+                         f"{owner.name} rewrites {owner.regenerated}: run configure without "
+                         "them (it writes where the owner reads), or pass --config")
+    node = daytwo.node_config(args)
+    drop_in = daytwo.drop_in(args)
+    if args.restart:
+        return daytwo.transact(
+            args, node, lambda: plan_configure_node(node, request, drop_in=drop_in),
+            expect_runtime=args.runtime_name,
+        )
+    paths = [node.config] + ([drop_in.path] if drop_in else [])
+    with locked_all(paths, node=node.node):
+        plans = plan_configure_node(node, request, drop_in=drop_in)
+        written = [] if args.dry_run else write(plans, node=node)
+    report = daytwo.report(plans, written, dry_run=args.dry_run)
+    if args.enable_cdi:
+        report["notes"].append(cdi_support_note())
+    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    return 0
+
+
+def run_for_owner(args: argparse.Namespace, request) -> int:
+    """The runtime where the node's owner reads it; a config edited in place gets a record of
+    what gpuready added, for ``unconfigure``."""
+    from pathlib import Path
+
+    from gpuready.fsio import backup_path, locked
+    from gpuready.node import Node
+    from gpuready.owners.configure import plan_for_owner
+    from gpuready.owners.table import EditKind
+    from gpuready.workflow.daytwo import NodeConfig, plan_record, write
+
     node = Node(args.root)
     detection = common.detect_owner(args)
-    request = ConfigureRequest(
-        runtime=runtime_request(args),
-        enable_cdi=args.enable_cdi,
-        set_as_default=args.set_as_default,
-    )
 
     def plan():
         return plan_for_owner(detection, node=node, request=request, force=args.force,
                               config=Path(args.config) if args.config else None)
 
     owned = plan()
+    recorded = bool(args.config or args.force) or detection.owner.edit is EditKind.IN_PLACE
     with locked(owned.target, node=node):  # plan again under the lock: it may have changed
         owned = plan()
-        written = False if args.dry_run or owned.plan is None else apply_plan(owned.plan,
-                                                                               node=node)
+        plans = [owned.plan] if owned.plan is not None else []
+        target = NodeConfig(owned.target, node.root, major=1)
+        if plans and recorded:
+            plans.append(plan_record(target, plans, request=request, drop_in=None))
+        written = [] if args.dry_run else write(plans, node=target)
+    changed = written and written[0].path == owned.target
     report = {
         "status": "ok",
         "owner": detection.owner.name,
         "file": str(owned.target),
         "changed": owned.changes,
-        "written": written,
+        "written": bool(changed),
         "summary": owned.summary,
         "advice": owned.advice or None,
         "notes": list(dict.fromkeys(owned.notes)),
-        "backup": str(backup_path(owned.target)) if written and owned.plan.before else None,
+        "backup": str(backup_path(owned.target)) if changed and owned.plan.before else None,
         "diff": owned.plan.diff() if owned.plan else "",
+        "record": str(plans[-1].path) if recorded and len(plans) > 1 and written else None,
     }
     if args.enable_cdi:
         report["notes"].append(cdi_support_note())
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
     return 0
+
+
+def configure_request(args: argparse.Namespace):
+    """The :class:`ConfigureRequest` the options describe."""
+    from gpuready.containerd.configure import ConfigureRequest
+
+    return ConfigureRequest(
+        runtime=runtime_request(args),
+        enable_cdi=args.enable_cdi,
+        set_as_default=args.set_as_default,
+    )
 
 
 def cdi_support_note() -> str:
@@ -188,3 +289,5 @@ def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> Non
         print(f"note: {note}")
     if report["backup"]:
         print(f"backup of the original: {report['backup']}")
+    if report.get("record"):
+        print(f"record of what gpuready changed: kept in {report['record']}")

@@ -27,6 +27,8 @@ examples:
   gpuready doctor
   gpuready doctor --root /mnt/node-image --containerd-version 1.7.20
   gpuready doctor --runtimeclass runtimeclass.yaml --format json
+  gpuready doctor --engine docker
+  gpuready doctor --engine crio --root /mnt/node-image
 """
 
 
@@ -59,6 +61,10 @@ def register(subparsers) -> None:
         "/root/toolkit/runtimeclass.yaml under --root when present)",
     )
     add_rule_selection(parser)
+    from gpuready.cli.engine_cli import add_docker_version, add_engine
+
+    add_engine(parser)
+    add_docker_version(parser)
     parser.set_defaults(handler=run)
 
 
@@ -66,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     """Check the node; return the exit code."""
     from pathlib import Path
 
+    from gpuready.cli import engine_cli
     from gpuready.cli.common import detect_owner
     from gpuready.errors import ExitCode
     from gpuready.reporting import render
@@ -73,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.rules.context import Options
     from gpuready.rules.engine import doctor
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.lint(args, engine, doctor=True)
     selected = selection(select=args.select, ignore=args.ignore)
     detection = detect_owner(args)
     report = doctor(

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli.common import add_command, add_dry_run, add_root, add_runtime_name
+from gpuready.cli.common import (
+    add_command,
+    add_default_confirmation,
+    add_dry_run,
+    add_root,
+    add_runtime_name,
+)
 
 DESCRIPTION = """\
 Check containerd config files for every way a GPU runtime registration silently fails: wrong
@@ -26,11 +32,16 @@ examples:
   gpuready lint /etc/containerd/config.toml /etc/containerd/conf.d/nvidia.toml
   gpuready lint --fix --dry-run
   gpuready lint --ignore binary-missing --format sarif config.toml
+  gpuready lint --engine docker /etc/docker/daemon.json
+  gpuready lint --engine crio                 # crio.conf and crio.conf.d/*, read together
 """
 
 
-def add_rule_selection(parser: argparse.ArgumentParser) -> None:
-    """``--select``/``--ignore``, ``--format`` and ``--containerd-version``, shared with doctor."""
+def add_rule_selection(
+    parser: argparse.ArgumentParser, *, formats: tuple[str, ...] = ("text", "json", "sarif")
+) -> None:
+    """``--select``/``--ignore``, ``--format`` and ``--containerd-version``, shared with doctor
+    and audit."""
     parser.add_argument(
         "--select",
         action="append",
@@ -45,7 +56,7 @@ def add_rule_selection(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--format",
-        choices=("text", "json", "sarif"),
+        choices=formats,
         default="text",
         help="output format (default: text)",
     )
@@ -77,7 +88,12 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--fix", action="store_true", help="repair what can be repaired without guessing"
     )
+    add_default_confirmation(parser, what="a --fix that changes how the default runtime runs")
     add_dry_run(parser)
+    from gpuready.cli.engine_cli import add_docker_version, add_engine
+
+    add_engine(parser)
+    add_docker_version(parser)
     parser.set_defaults(handler=run)
 
 
@@ -85,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
     """Lint (and with --fix repair) the files; return the exit code."""
     from pathlib import Path
 
+    from gpuready.cli import engine_cli
     from gpuready.errors import ExitCode, UsageError
     from gpuready.paths import CONTAINERD_CONFIG
     from gpuready.reporting import render
@@ -92,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.rules.context import Options
     from gpuready.rules.engine import lint_paths
 
+    engine = engine_cli.engine_name(args, config=args.files[0] if args.files else None)
+    if engine != "containerd":
+        return engine_cli.lint(args, engine, doctor=False)
     selected = selection(select=args.select, ignore=args.ignore)
     options = Options(runtime_name=args.runtime_name, root=Path(args.root))
     paths = [Path(f) for f in args.files] or [options.node.path(CONTAINERD_CONFIG)]
@@ -100,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
     if args.fix:
         from gpuready.rules.fix import fix_paths
 
-        print(fix_paths(paths, options=options, dry_run=args.dry_run), end="")
+        print(fix_paths(paths, options=options, dry_run=args.dry_run,
+                        default_confirmed=args.confirm_every_pod_uses_it), end="")
     report = lint_paths(
         paths, options=options, selected=selected, containerd_version=args.containerd_version
     )

@@ -54,6 +54,7 @@ def register(subparsers) -> None:
     common.add_distribution(parser)
     parser.add_argument("--base", metavar="FILE", help="the base config to start from")
     add_runtime_options(parser)
+    common.add_default_confirmation(parser, what="registering under the default runtime's name")
     parser.add_argument(
         "--toolkit-dir",
         default="/root/toolkit",
@@ -63,7 +64,7 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--gpus",
-        type=_positive_int,
+        type=common.gpu_count,
         default=None,
         metavar="N",
         help="plan a new CDI spec for N GPUs instead of the GPUs found under --root (when none "
@@ -72,13 +73,6 @@ def register(subparsers) -> None:
     common.add_dry_run(parser)
     common.add_format(parser)
     parser.set_defaults(handler=run)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,8 +21,9 @@ runtime_type, BinaryName and SystemdCgroup, the default runtime, enable_cdi. A r
 not live means containerd was not restarted or reads another file; gpuready says which.
 
 With --probe, start a throw-away pod sandbox through the handler (host network, no CNI needed),
-the way the kubelet starts a pod with that RuntimeClass, report what containerd said, and stop and
-remove it again, also on Ctrl-C or timeout. No GPU is needed.
+the way the kubelet starts a pod with that RuntimeClass, check that containerd decoded the runtime
+type, BinaryName and SystemdCgroup the config intends for it (a sandbox that came up through plain
+runc fails), and stop and remove it again, also on Ctrl-C or timeout. No GPU is needed.
 """
 
 EPILOG = """\
@@ -30,6 +31,7 @@ examples:
   gpuready verify --live
   gpuready verify --live --runtimeclass runtimeclass.yaml --probe
   gpuready verify --live --probe --probe-image build   # air-gapped node, no pause image
+  gpuready verify --live --engine docker --probe       # dockerd: /info, then a throw-away container
 
 exit codes: 0 all good, 1 a check failed, 2 bad input, 3 containerd could not be reached
 """
@@ -105,6 +107,10 @@ def register(subparsers) -> None:
         help="for the probe sandbox to become ready (default: 60)",
     )
     add_format(parser)
+    from gpuready.cli.engine_cli import add_docker_address, add_engine
+
+    add_engine(parser)
+    add_docker_address(parser)
     parser.set_defaults(handler=run)
 
 
@@ -143,9 +149,13 @@ def run(args: argparse.Namespace) -> int:
     """Verify against the running containerd and print the report."""
     import json
 
+    from gpuready.cli import engine_cli
     from gpuready.cri.verify import verify_live
     from gpuready.errors import ExitCode
 
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.verify(args, engine)
     report = verify_live(options_from(args))
     if args.format == "json":
         print(json.dumps(report.to_dict(), indent=2))
@@ -162,8 +172,16 @@ def _show(value) -> str:
     return str(value)
 
 
+def _decoded(decoded, field_name: str) -> str:
+    if not decoded.known:
+        return "unknown"
+    shown = _show(decoded.value)
+    return f"{shown} (as {decoded.key})" if decoded.key not in (None, field_name) else shown
+
+
 def runtime_table(report) -> list[str]:
-    """The live handler table: name, runtime_type, BinaryName, SystemdCgroup."""
+    """The live handler table: name, runtime_type, and BinaryName and SystemdCgroup as the
+    running containerd decodes them for the shim (``(as binaryName)`` for another spelling)."""
     rows = [("HANDLER", "RUNTIME_TYPE", "BINARYNAME", "SYSTEMDCGROUP")]
     for name, runtime in sorted(report.runtimes.items()):
         marker = " (default)" if name == report.default_runtime_name else ""
@@ -171,8 +189,8 @@ def runtime_table(report) -> list[str]:
             (
                 name + marker,
                 runtime.runtime_type or "-",
-                _show(runtime.options.get("BinaryName")),
-                _show(runtime.options.get("SystemdCgroup")),
+                _decoded(runtime.field("BinaryName"), "BinaryName"),
+                _decoded(runtime.field("SystemdCgroup"), "SystemdCgroup"),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
@@ -202,6 +220,8 @@ def text_lines(report) -> list[str]:
     if report.probe:
         probe = report.probe
         outcome = "ok" if probe.ok and probe.removed else "failed"
+        if outcome == "ok" and probe.proof == "unreadable":
+            outcome = "unproven"
         cleanup = "; removed" if probe.removed else f"; {probe.cleanup_error}"
         lines.append(f"{'probe':<8}{outcome}: {probe.message} ({probe.seconds:g}s){cleanup}")
     lines.append(f"status: {'ok' if report.ok else 'failed'}")

@@ -18,9 +18,12 @@ SIGPIPE_EXIT = 141  # the shell's status for a process ended by SIGPIPE
 COMMAND_MODULES = (
     "gpuready.cli.cmd_setup",
     "gpuready.cli.cmd_configure",
+    "gpuready.cli.cmd_unconfigure",
+    "gpuready.cli.cmd_show_config",
     "gpuready.cli.cmd_check",
     "gpuready.cli.cmd_lint",
     "gpuready.cli.cmd_doctor",
+    "gpuready.cli.cmd_audit",
     "gpuready.cli.cmd_rules",
     "gpuready.cli.cmd_cdi",
     "gpuready.cli.cmd_verify",

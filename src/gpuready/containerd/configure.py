@@ -7,8 +7,9 @@ safe write applies it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.document import ConfigFile, load_config_text
@@ -32,10 +33,15 @@ class ConfigureRequest:
     set_as_default: bool = False
 
 
-def plan_configure(config: ConfigFile, request: ConfigureRequest) -> Plan:
-    """One plan for the whole request; a no-op whose summary gives every reason."""
+def plan_configure(
+    config: ConfigFile, request: ConfigureRequest, *, context: Mapping[str, Any] | None = None
+) -> Plan:
+    """One plan for the whole request; a no-op whose summary gives every reason.
+
+    ``context``: the effective config a drop-in's runtime takes its template from.
+    """
     parts: list[Callable[[ConfigFile], Plan]] = [
-        lambda current: plan_registration(current, request.runtime)
+        lambda current: plan_registration(current, request.runtime, context=context)
     ]
     if request.enable_cdi:
         parts.append(plan_enable_cdi)

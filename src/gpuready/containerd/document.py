@@ -31,10 +31,54 @@ class ConfigFile:
 
 def parse_toml(text: str, path: Path | str) -> dict[str, Any]:
     """Parse with ``tomllib``; a syntax error becomes :class:`InputError` with line and column."""
+    too_deep = nesting_error(without_bom(text), path)
+    if too_deep is not None:
+        raise too_deep
     try:
         return tomllib.loads(without_bom(text))
     except tomllib.TOMLDecodeError as error:
         raise toml_error(str(error), text, path) from None
+
+
+MAX_TOML_DEPTH = 64
+# What opens or closes strings, comments and nested values, and the escape character.
+_TOML_TOKEN = re.compile("\"\"\"|'''|[\"'#\\[\\]{}\\n\\\\]")
+_CLOSER = {'"""': '"""', "'''": "'''", '"': '"', "'": "'", "#": "\n"}
+
+
+def nesting_error(text: str, path: Path | str) -> InputError | None:
+    """An error when arrays and inline tables nest deeper than :data:`MAX_TOML_DEPTH` levels.
+
+    ``tomllib`` and ``tomlkit`` recurse once per level, so a few thousand ``[`` end in a
+    RecursionError; the text is scanned first (strings and comments skipped) and refused at
+    the place where the limit is passed.
+    """
+    depth, closer, skip_to = 0, None, 0
+    for match in _TOML_TOKEN.finditer(text):
+        token, start = match.group(), match.start()
+        if start < skip_to:
+            continue
+        if closer is None:
+            if token in _CLOSER:
+                closer = _CLOSER[token]
+            elif token in "[{":
+                depth += 1
+                if depth > MAX_TOML_DEPTH:
+                    return _too_deep(text, start, path)
+            elif token in "]}":
+                depth = max(depth - 1, 0)
+        elif token == "\\" and closer in ('"', '"""'):
+            skip_to = start + 2  # an escape: the next character belongs to the string
+        elif token == closer or token[0] == closer or (token == "\n" and closer in "\"'"):
+            closer = None  # closed ('"""' in a '"' string: closed, then an empty string)
+    return None
+
+
+def _too_deep(text: str, start: int, path: Path | str) -> InputError:
+    line = text.count("\n", 0, start) + 1
+    column = start - (text.rfind("\n", 0, start) + 1) + 1
+    return InputError(path, f"invalid TOML: arrays and inline tables nested deeper than "
+                      f"{MAX_TOML_DEPTH} levels; refused", line=line, column=column)
 
 
 def toml_error(message: str, text: str, path: Path | str) -> InputError:
@@ -71,6 +115,9 @@ def parse_for_edit(config: ConfigFile):
     import tomlkit  # lazy: only edits pay for it
     from tomlkit.exceptions import ParseError
 
+    too_deep = nesting_error(without_bom(config.text), config.path)
+    if too_deep is not None:
+        raise too_deep
     try:
         return tomlkit.parse(without_bom(config.text))
     except ParseError as error:  # tomllib accepted it; tomlkit is stricter in a few corners

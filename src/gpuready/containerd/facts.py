@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gpuready.containerd.versions import CRI_PLUGIN_IDS, ConfigVersion, KeyPath
+from gpuready.containerd.versions import CRI_IMAGES, CRI_PLUGIN_IDS, ConfigVersion, KeyPath
 
 RUNC_DEFAULT_NAME = "runc"
 # containerd's built-in value when ``default_runtime_name`` is not set at all.
@@ -72,3 +72,20 @@ def cdi_enabled(data: Mapping[str, Any], spec: ConfigVersion) -> bool:
     """
     value = lookup(data, (*spec.cri_path, "enable_cdi"))
     return value if isinstance(value, bool) else spec.number >= 3
+
+
+# The pause image a release uses when the file names none: what its `config default` prints
+# (1.6.20, 2.1.9 and 2.3.4, kept in tests/data/containerd/).
+DEFAULT_SANDBOX_IMAGE: Mapping[tuple[int, int], str] = {
+    (1, 6): "registry.k8s.io/pause:3.6",
+    (2, 1): "registry.k8s.io/pause:3.10",
+    (2, 3): "registry.k8s.io/pause:3.10.2",
+}
+
+
+def sandbox_image_path(spec: ConfigVersion) -> KeyPath:
+    """Where the file names the pause image: the CRI table's ``sandbox_image`` (versions 1 and
+    2), the images plugin's ``pinned_images.sandbox`` (versions 3 and 4)."""
+    if spec.number >= 3:
+        return ("plugins", CRI_IMAGES, "pinned_images", "sandbox")
+    return (*spec.cri_path, "sandbox_image")

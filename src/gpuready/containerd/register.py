@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from gpuready.containerd import facts
+from gpuready.containerd import default_runtime, facts
 from gpuready.containerd.document import ConfigFile, load_config_text
 from gpuready.containerd.edit import Edit, UneditableTableError, add_table, set_value
+from gpuready.containerd.runc_options import RUNC_OPTIONS, bool_text
 from gpuready.containerd.versions import ConfigVersion, render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.plan import Plan
@@ -28,6 +29,9 @@ RUNC_SHIM = "io.containerd.runc.v2"
 TEMPLATE_CANDIDATES = ("runc", "crun")
 # The keys of the template runtime that carry over; everything else is the template's own.
 INHERITED_KEYS = ("runtime_type", "privileged_without_host_devices", "base_runtime_spec")
+# The TOML type containerd decodes each inherited key into; a value of another type is not copied.
+INHERITED_TYPES: dict[str, type] = {"runtime_type": str, "privileged_without_host_devices": bool,
+                                    "base_runtime_spec": str}
 
 
 class CgroupMode(StrEnum):
@@ -40,20 +44,32 @@ class CgroupMode(StrEnum):
 
 @dataclass(frozen=True)
 class RuntimeRequest:
-    """The runtime to register: its name, executable and cgroup driver."""
+    """The runtime to register: its name, executable and cgroup driver.
+
+    ``default_confirmed``: the operator confirmed that changing how the default runtime runs
+    (registering under its name) is meant; without it such a plan is refused.
+    """
 
     name: str = "nvidia"
     binary: str = "/usr/bin/nvidia-container-runtime"
     systemd_cgroup: CgroupMode = CgroupMode.TRUE
+    default_confirmed: bool = False
 
 
-def plan_registration(config: ConfigFile, request: RuntimeRequest) -> Plan:
-    """The plan that registers ``request`` in ``config`` (a no-op with a reason if it is there)."""
+def plan_registration(
+    config: ConfigFile, request: RuntimeRequest, *, context: Mapping[str, Any] | None = None
+) -> Plan:
+    """The plan that registers ``request`` in ``config`` (a no-op with a reason if it is there).
+
+    ``context`` is the effective config the runtime's template (runc's table) is taken from
+    when ``config`` is a drop-in that holds no runtime of its own; by default ``config`` itself.
+    """
     spec = spec_of(config.data, path=config.path)
-    template_name, template = _template(config.data, spec, request.name)
+    seen = config.data if context is None else context
+    template_name, template = _template(seen, spec, request.name)
     desired = desired_runtime(template, request)
     current = facts.runtime(config.data, spec, request.name)
-    notes = cgroup_notes(config.data, spec, request, desired)
+    notes = cgroup_notes(seen, spec, request, desired) + skipped_notes(template_name, template)
     header = render_key_path(spec.runtime_path(request.name))
     if current is not None and _satisfies(current, desired):
         return Plan(config.path, config.text, config.text,
@@ -74,7 +90,9 @@ def plan_registration(config: ConfigFile, request: RuntimeRequest) -> Plan:
     else:
         summary = f"update runtime {request.name} at [{header}]"
     after = restyle(config.text, edits[-1].text if edits else text)
-    _verify(after, config, spec, request.name, desired)
+    edited = _verify(after, config, spec, request.name, desired)
+    default_runtime.refuse_unconfirmed(config.data, edited, config.path,
+                                       confirmed=request.default_confirmed)
     notes += tuple(edit.note for edit in edits if edit.note)
     return Plan(config.path, config.text, after, summary, notes)
 
@@ -83,7 +101,7 @@ def desired_runtime(template: Mapping[str, Any] | None, request: RuntimeRequest)
     """The runtime table to register: the template's inherited keys plus the NVIDIA binary."""
     entry: dict[str, Any] = {}
     for key in INHERITED_KEYS:
-        if template and key in template:
+        if template and key in template and _well_typed(template[key], INHERITED_TYPES[key]):
             entry[key] = copy.deepcopy(template[key])
     if not entry.get("runtime_type"):
         entry["runtime_type"] = RUNC_SHIM
@@ -91,7 +109,7 @@ def desired_runtime(template: Mapping[str, Any] | None, request: RuntimeRequest)
     options.update(
         (key, copy.deepcopy(value))
         for key, value in facts.runtime_options(template).items()
-        if key != "BinaryName"
+        if key != "BinaryName" and _well_typed(value, RUNC_OPTIONS.get(key))
     )
     if request.systemd_cgroup is CgroupMode.TRUE:
         options["SystemdCgroup"] = True
@@ -99,6 +117,26 @@ def desired_runtime(template: Mapping[str, Any] | None, request: RuntimeRequest)
         options["SystemdCgroup"] = False
     entry["options"] = options
     return entry
+
+
+def _well_typed(value: Any, expected: type | None) -> bool:
+    if expected is None:
+        return True  # not a key containerd types: the operator's own, copied as it is
+    if expected is bool and bool_text(value) is not None:
+        return True  # a misspelt boolean (bool-as-string): copied as the operator wrote it
+    return isinstance(value, expected) and (expected is bool or not isinstance(value, bool))
+
+
+def skipped_notes(template_name: str | None, template: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """Notes on the template's values of the wrong type, which the new runtime does not copy."""
+    if not template:
+        return ()
+    found = [(key, template[key]) for key in INHERITED_KEYS
+             if key in template and not _well_typed(template[key], INHERITED_TYPES[key])]
+    found += [(f"options.{key}", value) for key, value in facts.runtime_options(template).items()
+              if not _well_typed(value, RUNC_OPTIONS.get(key))]
+    return tuple(f"{template_name}'s {key} = {value!r} has the wrong type for containerd; not "
+                 "copied to the new runtime (run 'gpuready lint')" for key, value in found)
 
 
 def cgroup_notes(
@@ -150,8 +188,8 @@ def _satisfies(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
 
 def _verify(
     after: str, config: ConfigFile, spec: ConfigVersion, name: str, desired: Mapping[str, Any]
-) -> None:
-    """Parse the edited text again and make sure containerd will read what was meant."""
+) -> dict[str, Any]:
+    """Parse the edited text again, make sure containerd will read what was meant; its data."""
     edited = load_config_text(after, config.path)
     entry = facts.runtime(edited.data, spec, name)
     if entry is None or not _satisfies(entry, desired):
@@ -161,6 +199,7 @@ def _verify(
             f"[{render_key_path(spec.runtime_path(name))}] is written in a way gpuready cannot "
             "edit safely (run 'gpuready lint' on it)",
         )
+    return edited.data
 
 
 def _insert_runtime(

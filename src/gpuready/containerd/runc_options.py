@@ -100,6 +100,21 @@ def option_matches(key: str, *, major: int) -> bool:
     return major >= 2 and any(key.lower() == name.lower() for name in fields)
 
 
+def binary_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a runtime's ``BinaryName``, or None when it can.
+
+    The shim looks a relative name up in its own ``PATH`` (not the operator's), and a control
+    character (a newline) cannot be part of a path anyone meant.
+    """
+    if not value:
+        return "is empty: give the absolute path of the runtime executable"
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        return f"{value!r} contains a control character"
+    if not value.startswith("/"):
+        return f"{value!r} is not an absolute path"
+    return None
+
+
 def is_runc(entry: dict) -> bool:
     """True when a runtime entry uses the runc shim (or names no type, which defaults to it).
 

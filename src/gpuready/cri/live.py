@@ -3,8 +3,12 @@
 containerd reports the CRI config it runs with in ``Status(verbose=true).info["config"]`` (what
 ``crictl info`` prints). That JSON does not use the TOML key names: containerd 1.6/1.7 write
 ``defaultRuntimeName``, ``runtimeType`` and ``enableCDI``, while a runtime's ``options`` table is
-passed through with its TOML keys (``BinaryName``, ``SystemdCgroup``). containerd 1.6 has no
-``enableCDI`` at all (CDI arrived in 1.7), so an ``enable_cdi = true`` on disk has no effect there.
+passed through with its TOML keys as written (``binaryName`` stays ``binaryName``): what the shim
+gets is decided when a sandbox starts, by the line's decoding (:mod:`gpuready.containerd.decoding`),
+so both sides are compared as decoded. containerd 1.6 has no ``enableCDI`` at all (CDI arrived in
+1.7); 2.1 and 2.3 report ``enableCDI: true`` and ``cdiSpecDirs`` by default. 2.x reports no
+sandbox image at all (1.6 has ``sandboxImage``): the pause image is in the images plugin's
+``pinned_images.sandbox``.
 """
 
 from __future__ import annotations
@@ -16,11 +20,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from gpuready.containerd import facts
+from gpuready.containerd import decoding, facts
+from gpuready.containerd.decoding import Line, Verdict
 from gpuready.containerd.document import ConfigFile
 from gpuready.containerd.versions import ConfigVersion, spec_of
 from gpuready.cri.process import ServingProcess
-from gpuready.errors import InputError
 from gpuready.kubernetes import runtimeclass
 from gpuready.kubernetes.runtimeclass import RuntimeClass
 from gpuready.node import Node
@@ -51,17 +55,67 @@ class CheckResult:
         return data
 
 
+# The runc fields verify --live and the probe compare.
+COMPARED_FIELDS = ("BinaryName", "SystemdCgroup")
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """One runc field as containerd decodes it: the value, and the key it came from.
+
+    ``known`` is False when no recorded line tells what containerd does with these spellings;
+    ``value`` is then None and means nothing.
+    """
+
+    value: Any
+    key: str | None
+    known: bool = True
+
+    def show(self, field_name: str) -> str:
+        """``/usr/bin/x`` (``(as binaryName)`` when another spelling is used), or unknown."""
+        if not self.known:
+            return "unknown (spellings never recorded together)"
+        shown = _show(self.value)
+        return f"{shown} (as {self.key})" if self.key not in (None, field_name) else shown
+
+
+def decode_field(options: Mapping[str, Any], field_name: str, lines: tuple[Line, ...]) -> Decoded:
+    """What ``lines`` decode ``field_name`` to; unknown when they disagree or never recorded."""
+    readings = [decoding.read_field(options, field_name, line) for line in lines]
+    if any(r.verdict is Verdict.UNKNOWN for r in readings) or len({r.key for r in readings}) > 1:
+        return Decoded(None, None, known=False)
+    key = readings[0].key
+    return Decoded(options.get(key) if key else None, key)
+
+
 @dataclass(frozen=True)
 class LiveRuntime:
-    """One runtime handler as the running containerd loaded it."""
+    """One runtime handler as the running containerd loaded it.
+
+    ``options`` are the keys as loaded (containerd passes them through as written); ``decoded``
+    holds the compared fields as the running line decodes them for the shim.
+    """
 
     name: str
     runtime_type: str
     options: Mapping[str, Any] = field(default_factory=dict)
+    decoded: Mapping[str, Decoded] = field(default_factory=dict)
+
+    def field(self, field_name: str) -> Decoded:
+        """The decoded value of a compared field (unset when not decoded)."""
+        return self.decoded.get(field_name, Decoded(self.options.get(field_name), field_name))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping."""
-        return {"name": self.name, "runtime_type": self.runtime_type, "options": dict(self.options)}
+        return {
+            "name": self.name,
+            "runtime_type": self.runtime_type,
+            "options": dict(self.options),
+            "decoded": {
+                name: {"value": d.value, "key": d.key, "known": d.known}
+                for name, d in self.decoded.items()
+            },
+        }
 
 
 @dataclass(frozen=True)
@@ -82,8 +136,13 @@ def _first(mapping: Mapping[str, Any], *keys: str) -> Any:
     return None
 
 
-def parse_live_config(config: Mapping[str, Any]) -> LiveConfig:
-    """Read the runtimes, default runtime, enable_cdi and pause image from ``info["config"]``."""
+def parse_live_config(
+    config: Mapping[str, Any], *, lines: tuple[Line, ...] = decoding.LINES
+) -> LiveConfig:
+    """Read the runtimes, default runtime, enable_cdi and pause image from ``info["config"]``.
+
+    ``lines`` are the containerd lines whose option decoding applies (the running one's).
+    """
     containerd = _first(config, "containerd") or {}
     table = _first(containerd, "runtimes") or {}
     runtimes = {}
@@ -91,10 +150,12 @@ def parse_live_config(config: Mapping[str, Any]) -> LiveConfig:
         if not isinstance(entry, Mapping):
             continue
         options = _first(entry, "options")
+        options = options if isinstance(options, Mapping) else {}
         runtimes[name] = LiveRuntime(
             name=name,
             runtime_type=_first(entry, "runtimeType", "runtime_type", "Type") or "",
-            options=options if isinstance(options, Mapping) else {},
+            options=options,
+            decoded={f: decode_field(options, f, lines) for f in COMPARED_FIELDS},
         )
     return LiveConfig(
         runtimes=runtimes,
@@ -105,8 +166,9 @@ def parse_live_config(config: Mapping[str, Any]) -> LiveConfig:
 
 
 def disk_sandbox_image(data: Mapping[str, Any], spec: ConfigVersion) -> str | None:
-    """The pause image the file names (``sandbox_image`` in the CRI table, v1 and v2)."""
-    value = facts.lookup(data, (*spec.cri_path, "sandbox_image"))
+    """The pause image the file names: ``sandbox_image`` in the CRI table (versions 1 and 2),
+    ``pinned_images.sandbox`` of the images plugin (versions 3 and 4)."""
+    value = facts.lookup(data, facts.sandbox_image_path(spec))
     return value if isinstance(value, str) and value else None
 
 
@@ -118,6 +180,7 @@ class Comparison:
     handler: str
     root: Path = Path("/")
     served_by: ServingProcess | None = None
+    lines: tuple[Line, ...] = decoding.LINES  # whose option decoding applies
 
 
 def why_not_live(disk: ConfigFile, context: Comparison) -> str:
@@ -163,6 +226,27 @@ def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def compare_decoded(
+    check: str, label: str, disk_value: Decoded, live_value: Decoded, reason: str
+) -> CheckResult:
+    """One runc field compared as containerd decodes it on both sides."""
+    field_name = label.rsplit(" ", 1)[-1]
+    if not (disk_value.known and live_value.known):
+        return CheckResult(
+            check,
+            Outcome.WARNING,
+            f"{label}: on disk {disk_value.show(field_name)}, live {live_value.show(field_name)}:"
+            " which value containerd uses is not known (see option-spelled-twice)",
+            None,
+            None,
+        )
+    result = compare_value(check, label, disk_value.value, live_value.value, reason)
+    if result.outcome is Outcome.OK and live_value.key not in (None, field_name):
+        message = f"{label}: {live_value.show(field_name)}"
+        return CheckResult(check, Outcome.OK, message, result.on_disk, result.live)
+    return result
 
 
 def runtime_checks(
@@ -221,9 +305,8 @@ def runtime_checks(
         )
     )
     for key, check in (("BinaryName", "binary-name"), ("SystemdCgroup", "systemd-cgroup")):
-        results.append(
-            compare_value(check, f"{name} {key}", options.get(key), loaded.options.get(key), reason)
-        )
+        on_disk = decode_field(options, key, context.lines)
+        results.append(compare_decoded(check, f"{name} {key}", on_disk, loaded.field(key), reason))
     return results
 
 
@@ -338,10 +421,7 @@ def compare(disk: ConfigFile, live: LiveConfig, context: Comparison) -> list[Che
 
 def load_runtimeclasses(path: Path) -> list[RuntimeClass]:
     """Every RuntimeClass in a YAML file; a file without one is bad input."""
-    found = runtimeclass.load(path)
-    if not found:
-        raise InputError(path, "no RuntimeClass (kind: RuntimeClass) in this file")
-    return found
+    return runtimeclass.require_some(runtimeclass.load(path), path)
 
 
 def runtimeclass_checks(

@@ -5,16 +5,26 @@ handler is unknown, or its runtime binary cannot start the pause container, cont
 here, before any GPU pod is scheduled. The sandbox uses the node's network namespace (no CNI
 needed), carries gpuready's labels, and is always stopped and removed: on success, on failure, on
 timeout, and on Ctrl-C or SIGTERM.
+
+A ready sandbox alone proves little: through a runtime whose ``BinaryName`` containerd drops
+(``binary_name``), the sandbox still comes up, through plain runc, which on a GPU node means
+"pods run, but no GPU". So once it is ready the probe reads what containerd decoded for it
+(``PodSandboxStatus`` verbose: ``info.runtimeType`` and ``info.runtimeOptions`` with
+``binary_name`` and ``systemd_cgroup``, reported by 1.6, 2.1 and 2.3 alike) and compares it with
+what the config intends; a difference fails the probe, and a containerd that does not report
+these fields leaves the probe unproven, never passed.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from gpuready.cri.client import CriClient
 from gpuready.cri.generated import cri_runtime_v1_pb2 as api
@@ -31,9 +41,31 @@ POLL_INTERVAL = 0.2
 SETTLE_SECONDS = 30.0
 
 
+@dataclass(frozen=True)
+class RuntimeIntent:
+    """What the config means the handler's sandboxes to run with (None: plain runc's binary)."""
+
+    runtime_type: str | None
+    binary_name: str | None
+    systemd_cgroup: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping."""
+        return asdict(self)
+
+
+class Proof:
+    """Whether the probe proved the decoded runtime: proven, differs, or unreadable."""
+
+    PROVEN = "proven"
+    DIFFERS = "differs"
+    UNREADABLE = "unreadable"
+
+
 @dataclass
 class ProbeResult:
-    """What the probe saw: whether the sandbox became ready, what containerd said, cleanup."""
+    """What the probe saw: whether the sandbox became ready, what containerd decoded for it
+    compared with the intent (``proof``), what containerd said, and the clean-up."""
 
     handler: str
     ok: bool
@@ -42,6 +74,10 @@ class ProbeResult:
     seconds: float = 0.0
     removed: bool = False
     cleanup_error: str = ""
+    proof: str = ""
+    intended: dict[str, Any] | None = None
+    decoded: dict[str, Any] | None = None
+    differences: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready mapping."""
@@ -97,6 +133,78 @@ def wait_until_ready(client: CriClient, sandbox_id: str, *, deadline: float) -> 
         time.sleep(POLL_INTERVAL)
 
 
+def decoded_runtime(info: dict[str, str]) -> dict[str, Any] | None:
+    """What containerd decoded for a sandbox (verbose ``info["info"]``), or None if unreported.
+
+    ``runtimeOptions`` is ``{}`` (1.6) or ``null`` (2.x) when no option reached the shim.
+    """
+    try:
+        details = json.loads(info.get("info") or "null")
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(details, dict) or "runtimeType" not in details:
+        return None
+    if "runtimeOptions" not in details:
+        return None
+    options = details.get("runtimeOptions") or {}
+    if not isinstance(options, dict):
+        return None
+    return {
+        "runtime_type": details.get("runtimeType") or None,
+        "binary_name": options.get("binary_name") or None,
+        "systemd_cgroup": options.get("systemd_cgroup") is True,
+    }
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "(not set: plain runc)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def differences(intent: RuntimeIntent, decoded: dict[str, Any]) -> list[str]:
+    """One line per field where containerd decoded something other than the config intends."""
+    found = []
+    for label, key in (
+        ("runtime_type", "runtime_type"),
+        ("BinaryName", "binary_name"),
+        ("SystemdCgroup", "systemd_cgroup"),
+    ):
+        wanted = getattr(intent, key)
+        if wanted != decoded[key]:
+            found.append(
+                f"{label}: config {_show(wanted)}, containerd decoded {_show(decoded[key])}"
+            )
+    return found
+
+
+def prove(client: CriClient, result: ProbeResult, intent: RuntimeIntent | None) -> None:
+    """Compare what containerd decoded for the ready sandbox with ``intent``; fail on a change."""
+    if intent is None:
+        return
+    result.intended = intent.to_dict()
+    decoded = decoded_runtime(client.pod_sandbox_status(result.sandbox_id, verbose=True).info)
+    if decoded is None:
+        result.proof = Proof.UNREADABLE
+        result.message += (
+            "; unproven: containerd did not report the decoded runtime options "
+            "(PodSandboxStatus verbose info.runtimeOptions), so the binary it used is unknown"
+        )
+        return
+    result.decoded = decoded
+    result.differences = differences(intent, decoded)
+    if result.differences:
+        result.proof = Proof.DIFFERS
+        result.ok = False
+        result.message += "; but " + "; ".join(result.differences)
+    else:
+        result.proof = Proof.PROVEN
+        shown = _show(decoded["binary_name"])
+        result.message += f", through {shown} as configured"
+
+
 def remove_probe_sandboxes(client: CriClient, probe_id: str, known_id: str) -> str:
     """Stop and remove every sandbox of this probe; an error message, or "" when all are gone."""
     try:
@@ -115,9 +223,16 @@ def remove_probe_sandboxes(client: CriClient, probe_id: str, known_id: str) -> s
 
 
 def run_probe(
-    client: CriClient, *, handler: str, systemd_cgroup: bool, timeout: float
+    client: CriClient,
+    *,
+    handler: str,
+    systemd_cgroup: bool,
+    timeout: float,
+    intent: RuntimeIntent | None = None,
 ) -> ProbeResult:
-    """Start a sandbox through ``handler``, wait for it, and always stop and remove it.
+    """Start a sandbox through ``handler``, wait for it, prove it, always stop and remove it.
+
+    With ``intent``, a ready sandbox must also run what the config intends (:func:`prove`).
 
     A refusal or failure by containerd is a failed result carrying containerd's message. On
     timeout, Ctrl-C or SIGTERM the RunPodSandbox call is not cancelled: containerd is given
@@ -145,6 +260,8 @@ def run_probe(
                 if ready
                 else f"sandbox through handler {handler} not ready within {timeout:g}s"
             )
+            if ready:
+                prove(client, result, intent)
         except GpureadyError as error:
             result.message = getattr(error, "details", None) or error.message()
         finally:

@@ -11,12 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuready.containerd import decoding, facts
+from gpuready.containerd.decoding import Line
 from gpuready.containerd.document import ConfigFile, load_config
-from gpuready.containerd.versions import spec_of
+from gpuready.containerd.versions import parse_release, spec_of
 from gpuready.cri import live as live_checks
 from gpuready.cri.client import CriClient, RuntimeVersion, socket_path
 from gpuready.cri.live import CheckResult, Comparison, LiveConfig, LiveRuntime, Outcome
-from gpuready.cri.probe import ProbeResult, run_probe
+from gpuready.cri.probe import ProbeResult, RuntimeIntent, run_probe
 from gpuready.cri.process import ServingProcess, serving_process
 from gpuready.errors import UsageError, VerificationError
 from gpuready.node import Node
@@ -101,17 +103,39 @@ def air_gap_hint(image: str) -> str:
     )
 
 
-def ensure_pause_image(
-    client: CriClient, options: VerifyOptions, live: LiveConfig, disk: ConfigFile
-) -> PauseImage:
-    """Find the configured pause image; build and import a local one when asked and absent."""
-    name = live.sandbox_image or live_checks.disk_sandbox_image(
+def pause_image_name(
+    live: LiveConfig, disk: ConfigFile, version: RuntimeVersion
+) -> str | None:
+    """The pause image the running containerd uses.
+
+    1.6 reports it live (``sandboxImage``); 2.x does not report it at all, so it is the file's
+    ``pinned_images.sandbox`` (``sandbox_image`` for a version 2 file), else the running
+    release's default.
+    """
+    named = live.sandbox_image or live_checks.disk_sandbox_image(
         disk.data, spec_of(disk.data, path=disk.path)
     )
+    if named:
+        return named
+    release = parse_release(version.runtime_version or "")
+    return facts.DEFAULT_SANDBOX_IMAGE.get(release) if release else None
+
+
+def ensure_pause_image(
+    client: CriClient,
+    options: VerifyOptions,
+    live: LiveConfig,
+    disk: ConfigFile,
+    version: RuntimeVersion,
+) -> PauseImage:
+    """Find the configured pause image; build and import a local one when asked and absent."""
+    name = pause_image_name(live, disk, version)
     if name is None:
         if options.probe_image == "build":
             raise UsageError(
-                "cannot tell the pause image's name (no sandbox_image live or on disk)"
+                "cannot tell the pause image's name (none live, none in the file "
+                "(sandbox_image or pinned_images.sandbox), and no recorded default for "
+                f"containerd {version.runtime_version})"
             )
         return PauseImage(name=None, present=None)
     image = PauseImage(name=name, present=client.image_present(name))
@@ -127,19 +151,52 @@ def ensure_pause_image(
     return image
 
 
+def intent_of(loaded: LiveRuntime | None) -> RuntimeIntent | None:
+    """What the loaded runtime's options mean to run: the field name's value, else any other
+    spelling's (an operator who wrote ``binary_name`` meant a BinaryName)."""
+    if loaded is None:
+        return None
+    binary = decoding.intended_value(loaded.options, "BinaryName")
+    return RuntimeIntent(
+        runtime_type=loaded.runtime_type or None,
+        binary_name=binary if isinstance(binary, str) and binary else None,
+        systemd_cgroup=decoding.intended_value(loaded.options, "SystemdCgroup") is True,
+    )
+
+
 def probe(
-    client: CriClient, options: VerifyOptions, live: LiveConfig, disk: ConfigFile
+    client: CriClient,
+    options: VerifyOptions,
+    live: LiveConfig,
+    disk: ConfigFile,
+    version: RuntimeVersion,
 ) -> tuple[ProbeResult, PauseImage]:
     """Run the sandbox probe through the handler, with the pause image taken care of."""
-    image = ensure_pause_image(client, options, live, disk)
+    image = ensure_pause_image(client, options, live, disk, version)
     loaded = live.runtimes.get(options.handler)
-    systemd = bool(loaded and loaded.options.get("SystemdCgroup") is True)
+    decoded = loaded.field("SystemdCgroup") if loaded else None
+    intent = intent_of(loaded)
+    if decoded is not None and decoded.known:
+        systemd = decoded.value is True
+    else:
+        systemd = bool(intent and intent.systemd_cgroup)
     result = run_probe(
-        client, handler=options.handler, systemd_cgroup=systemd, timeout=options.probe_timeout
+        client,
+        handler=options.handler,
+        systemd_cgroup=systemd,
+        timeout=options.probe_timeout,
+        intent=intent,
     )
     if not result.ok and image.present is False and image.name:
         result.message = f"{result.message}; {air_gap_hint(image.name)}"
     return result, image
+
+
+def running_lines(version: RuntimeVersion) -> tuple[Line, ...]:
+    """The recorded containerd lines whose option decoding applies to the running release."""
+    release = parse_release(version.runtime_version or "")
+    major = release[0] if release else 2
+    return decoding.lines_for(major=major, release=release)
 
 
 def verify_live(options: VerifyOptions) -> LiveReport:
@@ -159,13 +216,15 @@ def verify_live(options: VerifyOptions) -> LiveReport:
                 f"{socket_path(client.address)}: the runtime does not report its loaded config "
                 "(CRI Status verbose info has no 'config'); is it containerd?"
             )
-        live = live_checks.parse_live_config(config)
+        lines = running_lines(version)
+        live = live_checks.parse_live_config(config, lines=lines)
         served = serving_process(socket_path(client.address))
         context = Comparison(
             runtime_name=options.runtime_name,
             handler=options.handler,
             root=options.root,
             served_by=served,
+            lines=lines,
         )
         report = LiveReport(
             address=client.address,
@@ -178,5 +237,5 @@ def verify_live(options: VerifyOptions) -> LiveReport:
         )
         report.checks += live_checks.runtimeclass_checks(classes, disk, live, context)
         if options.probe:
-            report.probe, report.pause_image = probe(client, options, live, disk)
+            report.probe, report.pause_image = probe(client, options, live, disk, version)
     return report

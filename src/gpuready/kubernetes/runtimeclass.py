@@ -54,19 +54,42 @@ def is_dns_label(value: object) -> bool:
     return isinstance(value, str) and len(value) <= DNS_LABEL_MAX and bool(DNS_LABEL.match(value))
 
 
+def label_problem(value: object) -> str | None:
+    """Why ``value`` cannot be a RuntimeClass name or handler, or None when it can.
+
+    The one rule for runtime names: ``setup`` and ``configure`` refuse a ``--runtime-name`` by
+    it (the name becomes the handler) and ``doctor`` reports a RuntimeClass by it.
+    """
+    if is_dns_label(value):
+        return None
+    return (f"{value!r} is not a lowercase DNS label (a-z, 0-9, '-', at most {DNS_LABEL_MAX} "
+            "characters)")
+
+
 def load(path: Path, *, node: Node = HOST) -> list[RuntimeClass]:
     """Every RuntimeClass in a (possibly multi-document) YAML file, read through ``node``."""
     text = node.read_text(path, kind=FileKind.MANIFEST)
     return parse(text, path)
 
 
+def require_some(found: list[RuntimeClass], path: Path | str) -> list[RuntimeClass]:
+    """``found``, or :class:`InputError` when a file given to be checked holds no RuntimeClass."""
+    if not found:
+        from gpuready.errors import InputError
+
+        raise InputError(path, "no RuntimeClass (kind: RuntimeClass) in this file")
+    return found
+
+
 def parse(text: str, path: Path | str) -> list[RuntimeClass]:
     """Every RuntimeClass document in ``text``; YAML errors carry their line and column."""
     import yaml
 
+    from gpuready import yamlfile
+
     try:
-        nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
-        documents = list(yaml.safe_load_all(text))
+        nodes = yamlfile.compose_all(text)
+        documents = [yamlfile.construct(node) for node in nodes]
     except yaml.YAMLError as error:
         raise yaml_error(error, path) from None
     found = []

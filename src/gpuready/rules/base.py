@@ -23,12 +23,15 @@ class Scope(StrEnum):
     ``file``: one config file as written (``lint`` and ``doctor`` both run these on every file);
     ``config``: the configuration containerd uses (the file itself for ``lint``, the main file and
     its imports merged for ``doctor``); ``node``: everything else on the node (imports,
-    RuntimeClass manifests, CDI specs), ``doctor`` only.
+    RuntimeClass manifests, CDI specs), ``doctor`` only. ``docker`` and ``crio``: the config of
+    those engines (``lint`` and ``doctor`` with ``--engine docker`` or ``--engine crio``).
     """
 
     FILE = "file"
     CONFIG = "config"
     NODE = "node"
+    DOCKER = "docker"
+    CRIO = "crio"
 
 
 class Rule:

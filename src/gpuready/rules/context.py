@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.containerd import facts
-from gpuready.containerd.document import toml_error
+from gpuready.containerd.document import nesting_error, toml_error
 from gpuready.containerd.semantics import Semantics
 from gpuready.containerd.versions import VERSIONS, ConfigVersion, KeyPath, render_key_path
 from gpuready.errors import InputError
@@ -50,6 +50,9 @@ class FileContext:
         self.syntax_error: InputError | None = None
         self.data: dict[str, Any] | None = None
         self._locator: Locator | None = None
+        self.syntax_error = nesting_error(self.text, self.display)
+        if self.syntax_error is not None:
+            return
         try:
             self.data = tomllib.loads(self.text)
         except tomllib.TOMLDecodeError as error:

@@ -5,7 +5,13 @@ from __future__ import annotations
 from gpuready.rules.base import SECTIONS
 from gpuready.rules.registry import REGISTRY, get
 
-SCOPE_WORDS = {"file": "lint, doctor", "config": "lint, doctor", "node": "doctor"}
+SCOPE_WORDS = {
+    "file": "lint, doctor",
+    "config": "lint, doctor",
+    "node": "doctor",
+    "docker": "lint, doctor (--engine docker)",
+    "crio": "lint, doctor (--engine crio)",
+}
 
 HEADER = """\
 # gpuready rules

@@ -102,10 +102,13 @@ def doctor(
     runtimeclass_paths: Sequence[Path] = (),
     containerd_version: str | None = None,
     detection: Detection | None = None,
+    probe: bool = True,
 ) -> Report:
     """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet.
 
     The main config is ``config_path``, else the one the node's owner makes containerd read.
+    ``probe`` asks the installed containerd for its release when ``containerd_version`` is not
+    given; leave it off when the files are a copy of another machine's.
     """
     node = options.node
     detection = detection or detect(node)
@@ -113,7 +116,7 @@ def doctor(
     main = FileContext(main_path, node.read_text(main_path, kind=FileKind.CONFIG), options=options)
     semantics = choose(
         flag=containerd_version,
-        probe=True,
+        probe=probe,
         config_version=main.data.get("version") if main.data else None,
     )
     files, missing = load_imports(main, options=options) if main.data else ([main], [])
@@ -151,29 +154,26 @@ def _kubelet_cgroup_driver(node: Node) -> tuple[str | None, str | None]:
     path = node.path(KUBELET_CONFIG)
     if not node.exists(path):
         return None, None
-    import yaml
+    from gpuready import yamlfile
 
-    from gpuready.yamlfile import yaml_error
-
-    try:
-        data = yaml.safe_load(node.read_text(path, kind=FileKind.MANIFEST))
-    except yaml.YAMLError as error:
-        raise yaml_error(error, path) from None
+    data = yamlfile.load(node.read_text(path, kind=FileKind.MANIFEST), path)
     driver = data.get("cgroupDriver", "cgroupfs") if isinstance(data, dict) else None
     return (driver if isinstance(driver, str) else None), str(path)
 
 
 def _runtime_classes(node: Node, paths: Sequence[Path]) -> list[RuntimeClassDocument]:
     """The RuntimeClasses of the given manifests (default: the toolkit's, when present)."""
-    from gpuready.kubernetes.runtimeclass import parse
+    from gpuready.kubernetes.runtimeclass import parse, require_some
 
+    named = bool(paths)
     if not paths:
         default = node.path(RUNTIMECLASS_FILE)
         paths = [default] if node.exists(default) else []
     documents = []
     for path in paths:
         text = node.read_text(path, kind=FileKind.MANIFEST)
-        for found in parse(text, path):
+        classes = parse(text, path)
+        for found in require_some(classes, path) if named else classes:
             documents.append(
                 RuntimeClassDocument(found.name, found.handler, found.file, found.line, text)
             )

@@ -34,7 +34,7 @@ from gpuready.problems import Problem
 from gpuready.rules.context import FileContext, Options
 from gpuready.rules.locate import Header, Locator
 from gpuready.rules.options import bool_strings as find_bool_strings
-from gpuready.rules.options import misplaced_options
+from gpuready.rules.options import misplaced_options, respelled_options
 from gpuready.rules.placement import misplaced, unquoted_plugin_id
 from gpuready.rules.registry import REGISTRY
 from gpuready.textfile import restyle, without_bom
@@ -218,7 +218,8 @@ def edit_values(result: FixResult, options: Options) -> None:
     major = 2 if (file.version or 1) >= 3 else 1
     doc = tomlkit.parse(result.text)
     data = file.data
-    for move in misplaced_options(data, file.spec, major=major):
+    moves = misplaced_options(data, file.spec, major=major)
+    for move in moves + respelled_options(data, file.spec, major=major):
         existing = facts.lookup(data, move.target)
         if existing is not None and move.source != move.target and existing != move.value:
             result.cannot.append(
@@ -306,8 +307,13 @@ def plan_fix(path: Path, text: str, *, options: Options) -> tuple[Plan, FixResul
     return plan, result
 
 
-def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool) -> str:
-    """Repair each file under its lock (re-reading it there); return the diffs and notes."""
+def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool,
+              default_confirmed: bool = False) -> str:
+    """Repair each file under its lock (re-reading it there); return the diffs and notes.
+
+    A repair that changes how the default runtime runs is refused (exit 2, nothing written)
+    unless ``default_confirmed``.
+    """
     from gpuready import fsio
     from gpuready.node import FileKind
 
@@ -318,6 +324,7 @@ def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool) -> str:
         with fsio.locked(path, node=node):
             text = node.read_text(path, kind=FileKind.CONFIG)
             plan, _ = plan_fix(path, text, options=options)
+            _guard_default_runtime(plan, confirmed=default_confirmed)
             if plan.changes and not dry_run:
                 fsio.apply_plan(plan, node=node)
         out.append(plan.diff())
@@ -328,3 +335,14 @@ def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool) -> str:
         )
         out.extend(f"{path}: cannot fix: {note}\n" for note in plan.notes)
     return "".join(out)
+
+
+def _guard_default_runtime(plan: Plan, *, confirmed: bool) -> None:
+    """Refuse a repair that changes what containerd decodes for the default runtime."""
+    if not plan.changes or plan.before is None:
+        return
+    from gpuready.containerd import default_runtime
+
+    before, after = _parses(without_bom(plan.before)), _parses(without_bom(plan.after))
+    if before is not None and after is not None:
+        default_runtime.refuse_unconfirmed(before, after, plan.path, confirmed=confirmed)

@@ -9,7 +9,7 @@ from pathlib import Path
 from gpuready.containerd import facts
 from gpuready.containerd.versions import render_key_path
 from gpuready.errors import InputError
-from gpuready.kubernetes.runtimeclass import DNS_LABEL_MAX, is_dns_label
+from gpuready.kubernetes.runtimeclass import DNS_LABEL_MAX, is_dns_label, label_problem
 from gpuready.node import FileKind, Node
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
@@ -268,13 +268,13 @@ class HandlerInvalid(Rule):
     def check(self, ctx: NodeContext) -> Iterator[Problem]:
         for document in ctx.runtime_classes:
             for field, value in (("metadata.name", document.name), ("handler", document.handler)):
-                if is_dns_label(value):
+                problem = label_problem(value)
+                if problem is None:
                     continue
                 line, column = _handler_position(document, field.rsplit(".", 1)[-1])
                 yield plain_problem(
                     self,
-                    f"RuntimeClass {field} {value!r} is not a lowercase DNS label "
-                    f"(a-z, 0-9, '-', at most {DNS_LABEL_MAX} characters)",
+                    f"RuntimeClass {field} {problem}",
                     file=document.file,
                     line=line,
                     column=column,

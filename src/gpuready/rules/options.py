@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuready.containerd import facts
+from gpuready.containerd import decoding, facts
+from gpuready.containerd.decoding import Spelling, Verdict
 from gpuready.containerd.runc_options import (
     CONTAINERD_BOOL_KEYS,
     CRI_BOOL_KEYS,
@@ -16,13 +16,13 @@ from gpuready.containerd.runc_options import (
     canonical_option,
     is_runc,
     known_options,
-    option_matches,
 )
 from gpuready.containerd.versions import ConfigVersion, KeyPath, render_key_path
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext
 from gpuready.rules.placement import foreign_runtimes
+from gpuready.suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,11 @@ def _bool_option(major: int):
 
 
 def misplaced_options(data: Mapping[str, Any], spec: ConfigVersion, *, major: int) -> list[Move]:
-    """runc options on the runtime table, and snake_case spellings inside ``options``."""
+    """runc options on the runtime table, and snake_case spellings inside ``options``.
+
+    Every containerd line drops a snake_case key (``binary_name``) without a word (see
+    :mod:`gpuready.containerd.decoding`); other spellings are :func:`respelled_options`.
+    """
     moves: list[Move] = []
     for name, entry in facts.runtimes(data, spec).items():
         if not is_runc(entry):
@@ -89,11 +93,39 @@ def misplaced_options(data: Mapping[str, Any], spec: ConfigVersion, *, major: in
                 )
         for key, value in facts.runtime_options(entry).items():
             field = canonical_option(key, major=major)
-            if field is not None and not option_matches(key, major=major):
+            if field is not None and decoding.spelling(key, field) is Spelling.SNAKE:
                 moves.append(
                     Move((*spec.options_path(name), key), (*spec.options_path(name), field), value)
                 )
     return moves
+
+
+def respelled_options(data: Mapping[str, Any], spec: ConfigVersion, *, major: int) -> list[Move]:
+    """Renames of working but non-canonical spellings (``binaryName`` -> ``BinaryName``).
+
+    Only a field spelled once: two spellings are :class:`OptionSpelledTwice`, fixed by hand.
+    """
+    moves: list[Move] = []
+    for name, entry in facts.runtimes(data, spec).items():
+        if not is_runc(entry):
+            continue
+        options = facts.runtime_options(entry)
+        for field in known_options(major=major):
+            found = _working_spellings(options, field)
+            if len(found) == 1 and found[0][1] is not Spelling.EXACT:
+                key = found[0][0]
+                path = spec.options_path(name)
+                moves.append(Move((*path, key), (*path, field), options[key]))
+    return moves
+
+
+def _working_spellings(options: Mapping[str, Any], field: str) -> list[tuple[str, Spelling]]:
+    """The spellings of ``field`` in ``options`` that a containerd line may read (not snake)."""
+    return [
+        (key, how)
+        for key, how in decoding.spellings_of(options, field).items()
+        if how is not Spelling.SNAKE
+    ]
 
 
 class BoolAsString(Rule):
@@ -152,10 +184,12 @@ class OptionOutsideOptions(Rule):
     ## What it does
     Reports runc options (`BinaryName`, `SystemdCgroup`, `NoPivotRoot`, …) written directly in
     the runtime's table instead of its `options` table, and spellings such as `systemd_cgroup`
-    or `binary_name` inside `options` (keys match the runc field names, never snake_case).
+    or `binary_name` inside `options` (keys match the runc field names in any case, never
+    snake_case: measured on containerd 1.6, 2.1 and 2.3).
 
     ## Why is this bad?
-    containerd drops both without a word: the container runs with the plain `runc` binary
+    containerd drops both without a word (every line; the sandbox status shows no
+    `binary_name`): the container runs with the plain `runc` binary
     (no GPU) or with cgroupfs while the kubelet uses systemd (nvidia-container-toolkit#28).
 
     ## Example
@@ -206,14 +240,160 @@ class OptionOutsideOptions(Rule):
             )
 
 
+class OptionSpelling(Rule):
+    """A runc option spelled other than its field name (`binaryName`, `BINARYNAME`).
+
+    ## What it does
+    Reports a key in a runc runtime's `options` that spells a runc field in another case than
+    the field name, when the field is spelled once in the table.
+
+    ## Why is this bad?
+    containerd 1.6, 2.1 and 2.3 all match option keys case-insensitively, so `binaryName`
+    works (kubespray wrote it this way for years). But a second tool that adds `BinaryName`
+    to the same table makes the runtime depend on the containerd release (1.6 reads the field
+    name, 2.x the camelCase key), and a case mix that was never recorded (`binaryNAME`) may not
+    be read at all.
+
+    ## Example
+    ```toml
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      binaryName = "/usr/bin/nvidia-container-runtime"
+    ```
+
+    ## Use instead
+    ```toml
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      BinaryName = "/usr/bin/nvidia-container-runtime"
+    ```
+
+    ## Fix
+    Rename the key to the field name. `gpuready lint --fix` does.
+    """
+
+    name = "option-spelling"
+    severity = Severity.WARNING
+    scope = Scope.FILE
+    fixable = True
+
+    def check(self, ctx: FileContext) -> Iterator[Problem]:
+        if ctx.data is None or ctx.spec is None:
+            return
+        for move in respelled_options(ctx.data, ctx.spec, major=_semantics_major(ctx)):
+            key, field = move.source[-1], move.target[-1]
+            how = decoding.spelling(key, field)
+            if how is Spelling.OTHER_CASE:
+                said = (
+                    f"{key} spells {field} in a case mix never recorded: whether containerd "
+                    "reads it is unknown"
+                )
+            else:
+                said = (
+                    f"{key} works ({how.value}; containerd 1.6, 2.1 and 2.3 match option names "
+                    f"case-insensitively) but the field is {field}: a second spelling added by "
+                    "another tool would make the value depend on the containerd release"
+                )
+            yield ctx.report(
+                self,
+                f"runtime {move.source[-3]!r}: {said}",
+                move.source,
+                fix=f"rename {key} to {field} (gpuready lint --fix)",
+            )
+
+
+def spelled_twice(options: Mapping[str, Any], *, major: int) -> Iterator[tuple[str, list[str]]]:
+    """``(field, keys)`` for each runc field that ``options`` spells more than once."""
+    for field in known_options(major=major):
+        found = _working_spellings(options, field)
+        if len(found) > 1:
+            yield field, [key for key, _ in found]
+
+
+def per_line_values(options: Mapping[str, Any], field: str) -> str:
+    """Which key's value each recorded containerd line uses, grouped: for messages."""
+    groups: dict[str, list[str]] = {}
+    for line in decoding.LINES:
+        reading = decoding.read_field(options, field, line)
+        if reading.verdict is Verdict.UNKNOWN:
+            outcome = "unknown (this mix was never recorded)"
+        elif reading.key is None:
+            outcome = "neither"
+        else:
+            outcome = f"{reading.key} = {_literal(options[reading.key])}"
+        groups.setdefault(outcome, []).append(line.name)
+    parts = []
+    for what, names in groups.items():
+        verb = ("use" if len(names) > 1 else "uses") if "=" in what else "is"
+        parts.append(f"containerd {' and '.join(names)} {verb} {what}")
+    return "; ".join(parts)
+
+
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return f'"{value}"' if isinstance(value, str) else repr(value)
+
+
+class OptionSpelledTwice(Rule):
+    """One runc option spelled twice in one `options` table (`BinaryName` and `binaryName`).
+
+    ## What it does
+    Reports a runc field that a runtime's `options` table sets under two spellings that
+    containerd reads (any case; snake_case is dropped and reported by option-outside-options),
+    and says which value each containerd line uses.
+
+    ## Why is this bad?
+    containerd reads both as the same field, and which one wins depends on the release:
+    1.6 uses the exact field name, 2.1 and 2.3 the camelCase key, whatever the order in the
+    file (recorded; other mixes were never recorded and are unknown). This is what happens when
+    two tools edit one file: after an upgrade to 2.x the node silently runs the other binary.
+
+    ## Example
+    ```toml
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      BinaryName = "/usr/bin/nvidia-container-runtime"
+      binaryName = "/usr/local/nvidia/toolkit/nvidia-container-runtime"
+    ```
+
+    ## Use instead
+    ```toml
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      BinaryName = "/usr/bin/nvidia-container-runtime"
+    ```
+
+    ## Fix
+    Keep one key, spelled as the field name, with the value you mean.
+    """
+
+    name = "option-spelled-twice"
+    severity = Severity.ERROR
+    scope = Scope.FILE
+
+    def check(self, ctx: FileContext) -> Iterator[Problem]:
+        if ctx.data is None or ctx.spec is None:
+            return
+        for name, entry in facts.runtimes(ctx.data, ctx.spec).items():
+            if not is_runc(entry):
+                continue
+            options = facts.runtime_options(entry)
+            for field, keys in spelled_twice(options, major=_semantics_major(ctx)):
+                yield ctx.report(
+                    self,
+                    f"runtime {name!r}: {field} is spelled {len(keys)} times "
+                    f"({', '.join(keys)}): {per_line_values(options, field)}",
+                    (*ctx.spec.options_path(name), keys[-1]),
+                    fix=f"keep only {field}, with the value you mean",
+                )
+
+
 class UnknownOption(Rule):
     """A key in a runc `options` table that runc does not have.
 
     ## What it does
     Compares each key of a runc runtime's `options` with the runc shim's fields (`NoPivotRoot`,
     `NoNewKeyring`, `SystemdCgroup`, `ShimCgroup`, `BinaryName`, `Root`, `CriuImagePath`,
-    `CriuWorkPath`, `IoUid`, `IoGid`, and `CriuPath` on 1.x), by exact name on 1.x and
-    case-insensitively on 2.x, and suggests the closest field.
+    `CriuWorkPath`, `IoUid`, `IoGid`, and `CriuPath` on 1.x), ignoring case and underscores
+    (other spellings are option-spelling, option-spelled-twice and option-outside-options),
+    and suggests the closest field.
 
     ## Why is this bad?
     containerd drops unknown option keys silently, so a typo such as `SystemdCgroups` leaves
@@ -248,12 +428,10 @@ class UnknownOption(Rule):
             if not is_runc(entry):
                 continue
             for key in facts.runtime_options(entry):
-                if option_matches(key, major=major) or canonical_option(key, major=major):
+                if canonical_option(key, major=major):
                     continue
-                close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6)
-                hint = (
-                    f"did you mean {close[0]}?" if close else f"runc options: {', '.join(fields)}"
-                )
+                close = did_you_mean(key, fields)
+                hint = f"did you mean {close}?" if close else f"runc options: {', '.join(fields)}"
                 yield ctx.report(
                     self,
                     f"runtime {name!r}: {key} is not a runc option; containerd drops it "
@@ -316,19 +494,114 @@ class DeprecatedSystemdCgroup(Rule):
         )
 
 
-def _systemd_cgroup(entry: Mapping[str, Any] | None) -> bool | None:
-    """The runtime's ``SystemdCgroup`` (False when unset); None when it is not a boolean."""
-    value = facts.runtime_options(entry).get("SystemdCgroup", False)
+def decoded_option(entry: Mapping[str, Any] | None, field: str, lines) -> Any:
+    """The value ``lines`` all give a runc field (False/None defaults kept), else ``...``.
+
+    ``...`` (Ellipsis) means the lines disagree or one of them was never recorded reading this
+    spelling: option-spelled-twice and option-spelling report that.
+    """
+    options = facts.runtime_options(entry)
+    values = set()
+    for line in lines:
+        value, known = decoding.decoded_value(options, field, line)
+        if not known:
+            return ...
+        values.add(repr(value))
+    if len(values) != 1:
+        return ...
+    return decoding.decoded_value(options, field, lines[0])[0]
+
+
+def systemd_cgroup(entry: Mapping[str, Any] | None, lines) -> bool | None:
+    """The runtime's ``SystemdCgroup`` as containerd reads it (False when unset); None when it
+    is not a boolean or the containerd lines disagree."""
+    value = decoded_option(entry, "SystemdCgroup", lines)
+    if value is None:
+        return False
     return value if isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class CgroupVerdict:
+    """The one verdict on the node's cgroup drivers, shared by setup, check, lint and doctor."""
+
+    severity: Severity
+    message: str
+    fix: str
+    runtime: str  # the runtime whose SystemdCgroup the verdict is about
+
+
+INHERIT_ADVICE = "or register the GPU runtime with --systemd-cgroup=inherit to use runc's driver"
+
+
+def _driver(value: bool) -> str:
+    return "systemd" if value else "cgroupfs"
+
+
+def cgroup_verdict(
+    runtimes: Mapping[str, Mapping[str, Any]],
+    name: str,
+    *,
+    lines,
+    kubelet_driver: str | None,
+    kubelet_file: str | None,
+) -> CgroupVerdict | None:
+    """Compare the GPU runtime's cgroup driver with runc's and the kubelet's; None when fine.
+
+    The kubelet's configured driver decides when it is known: a runtime that differs is an
+    error. When it is unknown, runc and the GPU runtime on different drivers is a warning: one
+    of them is wrong, and only the kubelet can tell which. The advice never asks to turn the
+    GPU runtime's ``SystemdCgroup = true`` (what gpuready registers) into false.
+    """
+    if name not in runtimes:
+        return None
+    gpu = systemd_cgroup(runtimes[name], lines)
+    has_runc = "runc" in runtimes and name != "runc"
+    runc = systemd_cgroup(runtimes["runc"], lines) if has_runc else None
+    if gpu is None:
+        return None  # bool-as-string or option-spelled-twice reports it
+    if kubelet_driver in ("systemd", "cgroupfs"):
+        want = kubelet_driver == "systemd"
+        for runtime, value in ((name, gpu), ("runc", runc)):
+            if value is None or value == want:
+                continue
+            if want:
+                fix = f"set SystemdCgroup = true in runtime {runtime!r}'s options"
+            else:
+                fix = (
+                    f"set cgroupDriver: systemd in {kubelet_file} and SystemdCgroup = true for "
+                    f"runc, {INHERIT_ADVICE}"
+                )
+            return CgroupVerdict(
+                Severity.ERROR,
+                f"runtime {runtime!r} has SystemdCgroup = {str(value).lower()} but the kubelet's "
+                f"cgroupDriver is {kubelet_driver} ({kubelet_file}): its pods fail to start",
+                fix,
+                runtime,
+            )
+        return None
+    if runc is not None and runc != gpu:
+        return CgroupVerdict(
+            Severity.WARNING,
+            f"runtime {name!r} uses {_driver(gpu)} (SystemdCgroup = {str(gpu).lower()}) but runc "
+            f"uses {_driver(runc)}: pods on this node would use two cgroup drivers, and the "
+            "kubelet's cgroupDriver is unknown",
+            "align runc's SystemdCgroup with the kubelet's cgroupDriver (true for systemd), "
+            + INHERIT_ADVICE,
+            name,
+        )
+    return None
 
 
 class CgroupDriverMismatch(Rule):
     """The GPU runtime's cgroup driver differs from runc's or from the kubelet's.
 
     ## What it does
-    Compares the GPU runtime's `options.SystemdCgroup` with the `runc` runtime's and, under
-    `doctor`, with the kubelet's `cgroupDriver` (`/var/lib/kubelet/config.yaml`; the kubelet's
-    default is `cgroupfs`).
+    Compares the GPU runtime's `options.SystemdCgroup` (as containerd decodes it) with the
+    kubelet's `cgroupDriver` (`/var/lib/kubelet/config.yaml`, read by `doctor`) and with the
+    `runc` runtime's. A runtime that differs from the kubelet's configured driver is an error;
+    when the kubelet's driver is unknown (lint, or no kubelet config), runc and the GPU runtime
+    on different drivers is a warning. `setup` and `check` give the same verdict.
 
     ## Why is this bad?
     Two cgroup managers on one node fight over the same cgroups: GPU pods are killed at
@@ -353,8 +626,8 @@ class CgroupDriverMismatch(Rule):
     ```
 
     ## Fix
-    Give the GPU runtime the same `SystemdCgroup` as runc, matching the kubelet's
-    `cgroupDriver` (`systemd` ↔ `true`, `cgroupfs` ↔ `false`).
+    Use the kubelet's `cgroupDriver` for every runc runtime (`systemd` ↔ `SystemdCgroup =
+    true`): align runc with it, or register the GPU runtime with `--systemd-cgroup=inherit`.
     """
 
     name = "cgroup-driver-mismatch"
@@ -362,33 +635,19 @@ class CgroupDriverMismatch(Rule):
     scope = Scope.CONFIG
 
     def check(self, ctx: ConfigContext) -> Iterator[Problem]:
-        name = ctx.options.runtime_name
-        runtimes = ctx.runtimes()
-        if name not in runtimes:
+        verdict = cgroup_verdict(
+            ctx.runtimes(),
+            ctx.options.runtime_name,
+            lines=decoding.lines_for(major=ctx.semantics.major, release=ctx.semantics.release),
+            kubelet_driver=ctx.kubelet_cgroup_driver,
+            kubelet_file=ctx.kubelet_file,
+        )
+        if verdict is None:
             return
-        gpu = _systemd_cgroup(runtimes[name])
-        if gpu is None:
-            return  # bool-as-string reports it
-        path = (*ctx.spec.options_path(name), "SystemdCgroup")
-        if "runc" in runtimes and name != "runc":
-            runc = _systemd_cgroup(runtimes["runc"])
-            if runc is not None and runc != gpu:
-                yield ctx.report(
-                    self,
-                    f"runtime {name!r} has SystemdCgroup = {str(gpu).lower()} but runc has "
-                    f"{str(runc).lower()}: two cgroup drivers on one node",
-                    path,
-                    fix=f"set SystemdCgroup = {str(runc).lower()} in "
-                    f"[{render_key_path(ctx.spec.options_path(name))}]",
-                )
-                return
-        driver = ctx.kubelet_cgroup_driver
-        if driver in ("systemd", "cgroupfs") and gpu != (driver == "systemd"):
-            yield ctx.report(
-                self,
-                f"runtime {name!r} has SystemdCgroup = {str(gpu).lower()} but the kubelet's "
-                f"cgroupDriver is {driver} ({ctx.kubelet_file})",
-                path,
-                fix=f"set SystemdCgroup = {str(driver == 'systemd').lower()} in "
-                f"[{render_key_path(ctx.spec.options_path(name))}]",
-            )
+        yield ctx.report(
+            self,
+            verdict.message,
+            (*ctx.spec.options_path(verdict.runtime), "SystemdCgroup"),
+            severity=verdict.severity,
+            fix=verdict.fix,
+        )

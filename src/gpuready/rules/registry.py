@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuready.errors import UsageError
-from gpuready.rules import node, options, ownership, runtimes, structure
+from gpuready.rules import crio, docker, keys, node, options, ownership, runtimes, structure
 from gpuready.rules.base import Rule
 
 _RULES: tuple[Rule, ...] = (
@@ -14,11 +14,16 @@ _RULES: tuple[Rule, ...] = (
     structure.VersionUnsupported(),
     structure.UnquotedPluginKey(),
     structure.WrongVersionPath(),
+    structure.WrongShape(),
+    keys.UnknownKey(),
+    keys.MovedKey(),
     runtimes.RuntimeNotRegistered(),
     runtimes.RuntimeTypeMissing(),
     runtimes.RuntimeTypeDeprecated(),
     options.BoolAsString(),
     options.OptionOutsideOptions(),
+    options.OptionSpelling(),
+    options.OptionSpelledTwice(),
     options.UnknownOption(),
     options.DeprecatedSystemdCgroup(),
     runtimes.BinaryPathRelative(),
@@ -38,6 +43,24 @@ _RULES: tuple[Rule, ...] = (
     ownership.OwnerTemplateStale(),
     ownership.SocketMismatch(),
     ownership.MultipleContainerd(),
+    docker.DockerJsonSyntax(),
+    docker.DockerUnknownKey(),
+    docker.DockerWrongType(),
+    docker.DockerRuntimeNotRegistered(),
+    docker.DockerRuntimeUnknownKey(),
+    docker.DockerRuntimeReserved(),
+    docker.DockerRuntimePathRelative(),
+    docker.DockerRuntimeMissing(),
+    docker.DockerDefaultRuntimeMissing(),
+    docker.DockerDefaultRuntimeChanged(),
+    docker.DockerCdiIgnored(),
+    crio.CrioTomlSyntax(),
+    crio.CrioRuntimeWrongTable(),
+    crio.CrioRuntimeNotRegistered(),
+    crio.CrioRuntimeUnknownKey(),
+    crio.CrioRuntimeTypeInvalid(),
+    crio.CrioRuntimePathInvalid(),
+    crio.CrioDefaultRuntimeMissing(),
 )
 
 REGISTRY: dict[str, Rule] = {rule.name: rule for rule in _RULES}

@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from gpuready.containerd import facts
+from gpuready.containerd import decoding, facts
 from gpuready.containerd.runc_options import (
     DEPRECATED_RUNTIME_TYPES,
     RECOMMENDED_RUNTIME_TYPE,
@@ -285,8 +285,10 @@ class DefaultRuntimeMissing(Rule):
 def _binary_keys(entry: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str]]:
     """``(relative key path, value)`` of the runtime's executable paths that are set."""
     options = facts.runtime_options(entry)
-    if isinstance(options.get("BinaryName"), str) and options["BinaryName"]:
-        yield ("options", "BinaryName"), options["BinaryName"]
+    # Any case of the field name reaches the shim (containerd.decoding); snake_case does not.
+    for key, how in decoding.spellings_of(options, "BinaryName").items():
+        if how is not decoding.Spelling.SNAKE and isinstance(options[key], str) and options[key]:
+            yield ("options", key), options[key]
     if isinstance(entry.get("runtime_path"), str) and entry["runtime_path"]:
         yield ("runtime_path",), entry["runtime_path"]
 

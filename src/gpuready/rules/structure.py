@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from gpuready.containerd.facts import lookup as facts_lookup
 from gpuready.containerd.versions import NEWEST, VERSIONS, render_key_path
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
@@ -315,3 +316,87 @@ class WrongVersionPath(Rule):
                     fix=f"move them under [{render_key_path(spec.cri_path)}] or the table "
                     f"version {spec.number} uses for them",
                 )
+
+
+# Where containerd decodes a table or a list of strings: any other type there makes it refuse
+# the whole file when it loads it ("cannot decode ... into ..."), so no container starts.
+TOP_LEVEL_SHAPES: tuple[tuple[str, str], ...] = (
+    ("plugins", "table"),
+    ("imports", "list"),
+    ("disabled_plugins", "list"),
+    ("required_plugins", "list"),
+)
+
+
+def wrong_shapes(data: dict, spec) -> Iterator[tuple[tuple[str, ...], str, object]]:
+    """(key path, expected shape, value) for every value containerd cannot decode as expected."""
+    for key, shape in TOP_LEVEL_SHAPES:
+        if key in data and not _has_shape(data[key], shape):
+            yield (key,), shape, data[key]
+    if spec is None or not isinstance(data.get("plugins"), dict):
+        return
+    for path in (spec.cri_path, spec.containerd_path, spec.runtimes_path):
+        value = facts_lookup(data, path)
+        if value is not None and not isinstance(value, dict):
+            yield path, "table", value
+            return
+    runtimes = facts_lookup(data, spec.runtimes_path) or {}
+    for name, entry in runtimes.items():
+        if not isinstance(entry, dict):
+            yield spec.runtime_path(name), "table", entry
+        elif "options" in entry and not isinstance(entry["options"], dict):
+            yield spec.options_path(name), "table", entry["options"]
+
+
+def _has_shape(value: object, shape: str) -> bool:
+    if shape == "table":
+        return isinstance(value, dict)
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+SHAPE_WORDS = {"table": "a table", "list": "a list of strings"}
+
+
+class WrongShape(Rule):
+    """A table or list that holds another type (`plugins = 5`, `disabled_plugins = "cri"`).
+
+    ## What it does
+    Reports `plugins`, the CRI plugin's tables, the runtimes table, a runtime or its `options`
+    that is not a table, and `imports`, `disabled_plugins` or `required_plugins` that is not a
+    list of strings.
+
+    ## Why is this bad?
+    The file is valid TOML, but containerd cannot decode it into its config and refuses to
+    start, so every container on the node stops, not only the GPU ones.
+
+    ## Example
+    ```toml
+    version = 2
+    disabled_plugins = "cri"
+    ```
+
+    ## Use instead
+    ```toml
+    version = 2
+    disabled_plugins = []
+    ```
+
+    ## Fix
+    Write the value as the table or list containerd expects, or remove the key.
+    """
+
+    name = "wrong-shape"
+    severity = Severity.ERROR
+    scope = Scope.FILE
+
+    def check(self, ctx: FileContext) -> Iterator[Problem]:
+        if ctx.data is None:
+            return
+        for path, shape, value in wrong_shapes(ctx.data, ctx.spec):
+            yield ctx.report(
+                self,
+                f"{render_key_path(path)} is {value!r}, not {SHAPE_WORDS[shape]}: containerd "
+                "refuses the file",
+                path,
+                fix=f"write {render_key_path(path)} as {SHAPE_WORDS[shape]}, or remove it",
+            )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
+from gpuready import fsio
 from gpuready.containerd import facts
 from gpuready.containerd.base import choose_base
 from gpuready.containerd.document import load_config_text
@@ -66,12 +67,19 @@ class SetupResult:
 def run_setup(options: SetupOptions) -> SetupResult:
     """Run the eight steps in order and verify the result; writes nothing in a dry run.
 
-    A real run first runs every step as a dry run, so that bad input (a broken base, an
-    unreadable CDI spec) stops it before the first file is written.
+    Every step is first planned in memory (each parsing what the step before would write), so
+    bad input stops the run before anything is written. A real run then writes every planned
+    file as one transaction (:func:`gpuready.fsio.apply_plans`: on a failure, such as a full
+    disk, the files already written get their previous bytes back) and checks the contract on
+    the files as they are on disk.
     """
-    if not options.dry_run:
-        _run_steps(replace(options, dry_run=True))
-    return _run_steps(options)
+    result = _run_steps(replace(options, dry_run=True))
+    if options.dry_run:
+        return result
+    fsio.apply_plans(result.plans, node=options.node)
+    files = NodeFiles.on(options.node, options.toolkit_dir)
+    result.checks = contract.contract_checks(files, options.request.name, files.read)
+    return result
 
 
 def _run_steps(options: SetupOptions) -> SetupResult:
@@ -95,9 +103,6 @@ def _stage_and_register(
     options: SetupOptions, files: NodeFiles, staging: Staging, result: SetupResult
 ) -> contract.ConfigFacts:
     """Steps 1-3: stage the base config and register the runtime with its options."""
-    if not options.dry_run:
-        options.node.writable(files.config).parent.mkdir(parents=True, exist_ok=True)
-        options.node.writable(files.toolkit).mkdir(parents=True, exist_ok=True)
     base = choose_base(node=options.node, config_path=files.config, base=options.base)
     origin_path = options.base or files.config
 

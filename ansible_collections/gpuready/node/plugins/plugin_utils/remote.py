@@ -1,0 +1,189 @@
+# Copyright: gpuready contributors
+# Apache License 2.0 (see LICENSE)
+"""A node seen from the controller: read its files, and write them with Ansible's own transfer.
+
+Everything that runs on the node is an ``ansible.builtin`` module (``stat``, ``slurp``, ``find``,
+``copy``), so the node needs nothing but the Python its OS ships. gpuready itself runs only here,
+on the controller. Errors are gpuready's own (:class:`gpuready.errors.InputError`,
+:class:`gpuready.errors.WriteError`), so an action plugin turns all of them into one failed-host
+message the way the command line does.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import posixpath
+import shutil
+import tempfile
+from dataclasses import dataclass
+
+from gpuready.errors import InputError, WriteError
+from gpuready.fsio import BACKUP_SUFFIX
+from gpuready.node import FileKind
+from gpuready.textfile import decode
+
+# The largest file gpuready reads of any kind; anything bigger is refused before it crosses the
+# wire (the copy is then held to the limit of its own kind, as on a local node).
+MAX_FILE_BYTES = max(kind.limit for kind in FileKind)
+# The most files one folder may contribute to a node's copy (hostile input: bound the work).
+MAX_FILES_PER_FOLDER = 256
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file as read from the node: its node path, exact text, SHA-1 and permission bits."""
+
+    path: str
+    text: str
+    checksum: str
+    mode: str
+
+
+def node_path(root: str, path: str) -> str:
+    """``path`` looked up under ``root`` on the node, as ``--root`` does on the command line."""
+    if not posixpath.isabs(path):
+        return path
+    return posixpath.join(root, path.lstrip("/")) if root not in ("", "/") else path
+
+
+class RemoteNode:
+    """The node an action plugin's task runs against."""
+
+    def __init__(self, action, task_vars: dict) -> None:
+        self._action = action
+        self._task_vars = task_vars
+
+    def module(self, name: str, **args) -> dict:
+        """Run an ``ansible.builtin`` module on the node; a failure raises :class:`InputError`."""
+        result = self._action._execute_module(
+            module_name=f"ansible.legacy.{name}", module_args=args, task_vars=self._task_vars
+        )
+        if result.get("failed"):
+            where = args.get("path") or args.get("src") or args.get("dest") or name
+            raise InputError(where, str(result.get("msg") or f"{name} failed on the node"))
+        return result
+
+    def ask(self, argv: list[str]) -> str | None:
+        """The output of a command that only reads (``containerd --version``), check mode or not;
+        None when it fails or is not there."""
+        task = self._action._task
+        check_mode = task.check_mode
+        task.check_mode = False  # it changes nothing, and check mode must still see the answer
+        try:
+            answer = self.module("command", argv=argv)
+        except InputError:
+            return None
+        finally:
+            task.check_mode = check_mode
+        return answer.get("stdout", "")
+
+    def stat(self, path: str) -> dict:
+        """The ``stat`` module's answer for ``path`` (``exists`` False when it is absent)."""
+        return self.module(
+            "stat", path=path, follow=True, get_checksum=True, checksum_algorithm="sha1",
+            get_mime=False, get_attributes=False,
+        )["stat"]
+
+    def read(self, path: str) -> RemoteFile | None:
+        """The file's text, or None when it does not exist; refuses all but a small text file."""
+        status = self.stat(path)
+        return self._slurp(path, status) if status["exists"] else None
+
+    def _slurp(self, path: str, status: dict) -> RemoteFile:
+        """Read a file whose ``stat`` (or ``find``) entry is ``status``, if it may be read."""
+        if status.get("isdir"):
+            raise InputError(path, "is a directory, not a file")
+        if not status.get("isreg"):
+            raise InputError(path, "is not a regular file")
+        if status["size"] > MAX_FILE_BYTES:
+            raise InputError(
+                path, f"{status['size']} bytes, more than the {MAX_FILE_BYTES} gpuready reads"
+            )
+        content = self.module("slurp", src=path)["content"]
+        raw = base64.b64decode(content)
+        return RemoteFile(path, decode(raw, path), status["checksum"], status["mode"])
+
+    def read_many(self, paths: list[str]) -> dict[str, RemoteFile | None]:
+        """Several files at once: one ``find`` says which exist (size, mode, SHA-1), then each
+        existing one is read. A link is read through, as :meth:`read` does."""
+        folders = sorted({posixpath.dirname(path) for path in paths})
+        names = sorted({posixpath.basename(path) for path in paths})
+        found = self.module(
+            "find", paths=folders, patterns=names, file_type="any", hidden=True, recurse=False,
+            get_checksum=True, checksum_algorithm="sha1",
+        )["files"]
+        entries = {entry["path"]: entry for entry in found}
+        return {path: self._read_entry(path, entries.get(path)) for path in paths}
+
+    def _read_entry(self, path: str, entry: dict | None) -> RemoteFile | None:
+        if entry is None:
+            return None
+        if entry.get("islnk"):
+            return self.read(path)
+        return self._slurp(path, entry)
+
+    def find(self, folders: list[str], *, patterns: str = "*", file_type: str = "file",
+             use_regex: bool = False) -> list[str]:
+        """The files directly in ``folders`` (none from a folder that does not exist), at most a
+        bounded few."""
+        found = self.module(
+            "find", paths=folders, recurse=False, file_type=file_type, hidden=True,
+            patterns=patterns, use_regex=use_regex, follow=False,
+        )["files"]  # a missing folder is only a warning, and this result is not shown
+        if len(found) > MAX_FILES_PER_FOLDER * len(folders):
+            raise InputError(", ".join(folders),
+                             f"{len(found)} files, more than gpuready reads from them")
+        return sorted(item["path"] for item in found)
+
+    def replace(self, original: RemoteFile, text: str) -> None:
+        """Write ``text`` over ``original``'s file, keeping the first backup gpuready made.
+
+        One ``copy`` on the node (``remote_src``) both guards and backs up: it refuses when the
+        file's SHA-1 is no longer the one read (someone changed it since the plan was made), and
+        copies it to ``FILE.gpuready.bak`` only when no backup exists yet, so the backup keeps the
+        file as it was before gpuready first changed it, as the command line does. The write itself
+        is the ``copy`` action's: a temporary file beside the target, renamed over it, keeping mode
+        and owner.
+        """
+        try:
+            self.module("copy", src=original.path, dest=original.path + BACKUP_SUFFIX,
+                        remote_src=True, checksum=original.checksum, force=False,
+                        mode="preserve", follow=True)
+        except InputError as error:
+            raise WriteError(
+                f"{original.path}: changed on the node while gpuready was planning; "
+                f"nothing written, run again ({error.reason})"
+            ) from None
+        self.copy(original.path, text, mode=None, force=True)
+
+    def copy(self, dest: str, text: str, *, mode: str | None, force: bool) -> dict:
+        """Transfer ``text`` to ``dest`` through the ``copy`` action plugin and module."""
+        local = tempfile.mkdtemp(prefix="gpuready-")
+        try:
+            source = os.path.join(local, posixpath.basename(dest))
+            with open(source, "wb") as handle:
+                handle.write(text.encode("utf-8"))
+            args = dict(src=source, dest=dest, force=force, follow=True)
+            if mode is not None:
+                args["mode"] = mode
+            result = self._copy_action(args).run(task_vars=self._task_vars)
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
+        if result.get("failed"):
+            raise WriteError(f"{dest}: {result.get('msg') or 'copy failed on the node'}")
+        return result
+
+    def _copy_action(self, args: dict):
+        action = self._action
+        task = action._task.copy()
+        task.args = args
+        return action._shared_loader_obj.action_loader.get(
+            "ansible.legacy.copy",
+            task=task,
+            connection=action._connection,
+            play_context=action._play_context,
+            loader=action._loader,
+            templar=action._templar,
+            shared_loader_obj=action._shared_loader_obj,
+        )

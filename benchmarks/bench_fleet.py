@@ -1,0 +1,160 @@
+"""Fleet speed, measured side by side in one run: every ratio with its target, met or not.
+
+Generates 10,000 nodes from the real default configs (see fleet_data.py), checks that
+``gpuready audit`` reports every injected fault, then prints the median of several runs of:
+
+1. ``gpuready audit`` over the fleet / a bare single-process loop parsing the same files
+   (tomllib for TOML, PyYAML's C loader for YAML): target at most 1.0;
+2. ``containerd config dump`` per config / ``gpuready audit`` per node: target at least 20
+   (dump is timed on a sample of the configs: 10,000 dumps take minutes);
+3. ``gpuready lint FILE`` / ``python3 -c`` loading FILE with tomllib: target at most 1.5;
+4. ``gpuready check --root R`` / ``python3 -c pass``: target at most 2.5.
+
+Not a test: the numbers depend on the machine (and on what else runs on it).
+
+    python3 benchmarks/bench_fleet.py [--nodes 10000] [--runs 3] [--dump-sample 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parent / "src"
+sys.path.insert(0, str(SRC))
+sys.path.insert(0, str(HERE))
+
+import fleet_data  # noqa: E402  (after the path set-up above)
+
+ENV = dict(os.environ, PYTHONPATH=str(SRC))
+GPUREADY = [sys.executable, "-m", "gpuready"]
+
+BARE_LOOP = """\
+import sys, tomllib, yaml
+from pathlib import Path
+loader = yaml.CSafeLoader
+for node in sorted(Path(sys.argv[1]).iterdir()):
+    for path in node.rglob("*"):
+        if path.suffix == ".toml":
+            try:
+                tomllib.loads(path.read_text())
+            except tomllib.TOMLDecodeError:
+                pass
+        elif path.suffix == ".yaml":
+            yaml.load(path.read_text(), Loader=loader)
+"""
+
+
+def median_seconds(action: Callable[[], object], runs: int, *, warm_up: bool = True) -> float:
+    """Median wall time of ``action`` over ``runs`` runs, after one warm-up run."""
+    if warm_up:
+        action()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def run(command: list[str], *, check: bool = False) -> subprocess.CompletedProcess:
+    """Run a command quietly."""
+    return subprocess.run(command, env=ENV, capture_output=True, text=True, check=check)
+
+
+def verify_faults(fleet: Path, expected: dict[str, str]) -> str:
+    """Audit once and confirm every injected fault is reported on its node."""
+    result = run([*GPUREADY, "audit", str(fleet), "--format", "json"])
+    document = json.loads(result.stdout)
+    found = {Path(n["node"]).name: {p["rule"] for p in n["problems"]} for n in document["nodes"]}
+    missed = [host for host, rule in expected.items() if rule not in found.get(host, set())]
+    if missed:
+        raise SystemExit(f"audit missed {len(missed)} injected faults, e.g. {missed[:5]}")
+    summary = document["summary"]
+    return (f"{summary['nodes']} nodes audited: {summary['clean']} clean, "
+            f"{summary['warnings']} with warnings, {summary['errors']} with errors, "
+            f"{summary['unreadable']} unreadable; all {len(expected)} injected faults reported")
+
+
+def dump_seconds(fleet: Path, sample: int) -> float | None:
+    """Median seconds of ``containerd config dump`` on one node's config, from a sample."""
+    binary = shutil.which("containerd")
+    if binary is None:
+        return None
+    configs = sorted(fleet.iterdir())[:: max(1, len(list(fleet.iterdir())) // sample)][:sample]
+    samples = []
+    for node in configs:
+        config = node / "etc" / "containerd" / "config.toml"
+        start = time.perf_counter()
+        subprocess.run([binary, "--config", str(config), "config", "dump"], capture_output=True)
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def line(name: str, ratio: float, target: str, met: bool) -> str:
+    """One row of the result table."""
+    verdict = "met" if met else "NOT met (gap: see the ratio)"
+    return f"{name:<52} {ratio:7.2f}   target {target:<7} {verdict}"
+
+
+def main() -> None:
+    """Generate, verify, measure, print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--dump-sample", type=int, default=40)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="gpuready-fleet-") as folder:
+        fleet = Path(folder) / "fleet"
+        expected = fleet_data.generate(fleet, args.nodes)
+        print(verify_faults(fleet, expected))
+        # The audit that checked the faults was the warm-up (files in the page cache).
+        audit = median_seconds(lambda: run([*GPUREADY, "audit", str(fleet)]), args.runs,
+                               warm_up=False)
+        bare = median_seconds(lambda: run([sys.executable, "-c", BARE_LOOP, str(fleet)]),
+                              args.runs)
+        dump = dump_seconds(fleet, args.dump_sample)
+        sample = fleet / "gpu00000" / "etc" / "containerd" / "config.toml"
+        lint = median_seconds(lambda: run([*GPUREADY, "lint", str(sample)]), args.runs * 5)
+        load = median_seconds(lambda: run([sys.executable, "-c", "import tomllib,sys;"
+                                           "tomllib.load(open(sys.argv[1],'rb'))", str(sample)]),
+                              args.runs * 5)
+        root = Path(folder) / "node"
+        run([*GPUREADY, "setup", "--root", str(root)], check=True)
+        check = median_seconds(lambda: run([*GPUREADY, "check", "--root", str(root)]),
+                               args.runs * 5)
+        bare_python = median_seconds(lambda: run([sys.executable, "-c", "pass"]), args.runs * 5)
+    cpus = os.cpu_count()
+    print(f"medians of {args.runs} runs ({args.runs * 5} for single commands) on {cpus} CPUs:")
+    print(f"  audit {args.nodes} nodes {audit:.2f} s, bare parse loop {bare:.2f} s, "
+          f"per node {audit / args.nodes * 1000:.2f} ms audit")
+    if dump is not None:
+        print(f"  containerd config dump {dump * 1000:.1f} ms per config (sample of "
+              f"{args.dump_sample})")
+    print(f"  lint {lint * 1000:.0f} ms, tomllib load {load * 1000:.0f} ms, "
+          f"check {check * 1000:.0f} ms, python -c pass {bare_python * 1000:.0f} ms")
+    print(line("audit / bare parse loop", audit / bare, "<= 1.0", audit / bare <= 1.0))
+    if dump is None:
+        print("containerd config dump: containerd is not installed, ratio not measured")
+    else:
+        speedup = dump / (audit / args.nodes)
+        print(line("config dump per config / audit per node (speed-up)", speedup, ">= 20",
+                   speedup >= 20))
+    print(line("lint FILE / python3 -c tomllib.load(FILE)", lint / load, "<= 1.5",
+               lint / load <= 1.5))
+    print(line("check --root R / python3 -c pass", check / bare_python, "<= 2.5",
+               check / bare_python <= 2.5))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""Several planned files written as one change: all of them, or none.
+
+``configure --drop-in`` writes a drop-in and the main file's ``imports``; ``unconfigure`` removes
+files and restores others. Each file goes through the one safe writer (:mod:`gpuready.fsio`); if
+one of them cannot be written, the files already written are put back as they were, so the node
+never keeps half a change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from gpuready import fsio
+from gpuready.node import Node
+from gpuready.plan import Plan
+
+
+def apply_all(plans: Sequence[Plan], *, node: Node, own: Iterable[Path] = ()) -> list[Plan]:
+    """Write every plan that changes something, in order; return those written.
+
+    The caller holds :func:`locked_all` for every path. A plan whose ``after`` is None removes
+    its file; the files in ``own`` (gpuready's record) are written without a backup. On any
+    failure the plans already written are undone (:func:`put_back`) before the
+    error goes on.
+    """
+    written: list[Plan] = []
+    own = set(own)
+    fresh = new_backups([plan for plan in plans if plan.path not in own], node=node)
+    try:
+        for plan in plans:
+            if not plan.changes:
+                continue
+            if plan.after is None:
+                done = fsio.remove_planned(plan, node=node)
+            elif plan.path in own:
+                done = fsio.apply_own_file(plan, node=node)
+            else:
+                done = fsio.apply_plan(plan, node=node)
+            if done:
+                written.append(plan)
+    except BaseException:
+        put_back(written, node=node, backups=fresh)
+        raise
+    return written
+
+
+def new_backups(plans: Sequence[Plan], *, node: Node) -> list[Path]:
+    """The backups that writing ``plans`` would create (taken out again when they are undone)."""
+    backups = [
+        fsio.backup_path(node.writable(plan.path)) for plan in plans
+        if plan.changes and plan.before is not None and plan.after is not None
+    ]
+    return [backup for backup in backups if not backup.exists()]
+
+
+def put_back(plans: Sequence[Plan], *, node: Node, backups: Iterable[Path] = ()) -> None:
+    """Give every file of ``plans`` its ``before`` text again (remove the ones that were new),
+    last written first, and remove ``backups`` (those the write created). The caller holds
+    :func:`locked_all` for every path."""
+    for plan in reversed(plans):
+        target = node.writable(plan.path)
+        if plan.before is None:
+            if target.exists():
+                target.unlink()
+        else:
+            fsio.write_atomic(target, plan.before.encode("utf-8"))
+    for backup in backups:
+        if backup.exists():
+            backup.unlink()
+
+
+@contextlib.contextmanager
+def locked_all(paths: Iterable[Path], *, node: Node) -> Iterator[None]:
+    """Hold the lock of every file in ``paths`` (each folder once, in a fixed order, so two
+    gpuready runs never wait on each other crosswise) while a change is planned and written.
+
+    A folder that does not exist yet (``conf.d`` before the first drop-in) is not created: the
+    nearest folder above it is locked instead (:func:`gpuready.fsio.locked`), and locked once
+    even when it stands for two paths (a second lock of one folder would wait for the first).
+    """
+    folders = sorted({_nearest_folder(node.writable(path).parent) for path in paths})
+    with contextlib.ExitStack() as stack:
+        for folder in folders:
+            # fsio.locked locks the folder of the path it is given; no file of that name is made
+            stack.enter_context(fsio.locked(folder / ".gpuready-lock", node=node))
+        yield
+
+
+def _nearest_folder(folder: Path) -> Path:
+    while not folder.is_dir() and folder.parent != folder:
+        folder = folder.parent
+    return folder

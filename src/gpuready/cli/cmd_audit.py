@@ -1,0 +1,92 @@
+"""``gpuready audit``: doctor over a whole fleet of fetched node files, in parallel."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready.cli.common import add_command, add_runtime_name
+
+DESCRIPTION = """\
+Check many nodes at once and summarise: how many are clean, have warnings, have errors or could
+not be read; how many nodes each rule found; the worst nodes first.
+
+Each PATH is a node folder laid out like the node's file system (it has etc/containerd), a
+folder of such node folders (what Ansible's fetch module writes: DEST/HOST/etc/containerd/...),
+or a lone containerd config file (checked with the lint rules). A node folder is checked like
+'gpuready doctor --root NODE': the config and its imports, RuntimeClass, CDI specs, kubelet.
+
+Nodes are checked in parallel processes (--jobs, default: one per CPU). A progress bar is drawn
+on stderr when it is a terminal. A node that cannot be read is reported as unreadable; the
+others are still checked.
+"""
+
+EPILOG = """\
+exit codes: 0 no node has an error, 1 a node has an error or could not be read, 2 usage error.
+
+examples:
+  ansible all -m ansible.builtin.fetch -a 'src=/etc/containerd/config.toml dest=fleet/'
+  gpuready audit fleet/
+  gpuready audit fleet/ --format json > audit.json
+  gpuready audit node1.toml node2.toml --select runtime-not-registered
+"""
+
+DEFAULT_WORST = 20
+
+
+def register(subparsers) -> None:
+    """Add the ``audit`` sub-command."""
+    from gpuready.cli.cmd_lint import add_rule_selection
+
+    parser = add_command(
+        subparsers,
+        "audit",
+        help="check many nodes' fetched files in parallel and summarise",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="node folders, or config files")
+    add_runtime_name(parser)
+    add_rule_selection(parser, formats=("text", "json"))
+    parser.add_argument(
+        "--jobs", type=int, metavar="N", help="worker processes (default: one per CPU)"
+    )
+    parser.add_argument(
+        "--worst",
+        type=int,
+        default=DEFAULT_WORST,
+        metavar="N",
+        help=f"how many of the worst nodes the text summary lists (default: {DEFAULT_WORST})",
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Audit the nodes; return the exit code."""
+    import json
+    import sys
+    from pathlib import Path
+
+    from gpuready.errors import ExitCode, UsageError
+    from gpuready.fleet.audit import ProgressBar, audit, document, render_text
+    from gpuready.fleet.nodes import discover
+    from gpuready.rules import selection
+
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    sources = discover([Path(p) for p in args.paths])
+    if not sources:
+        raise UsageError(f"no node found in {', '.join(args.paths)} (a node folder has "
+                         "etc/containerd; a fleet folder has one such folder per host)")
+    summary = audit(
+        sources,
+        runtime_name=args.runtime_name,
+        selected=selection(select=args.select, ignore=args.ignore),
+        containerd_version=args.containerd_version,
+        jobs=args.jobs,
+        progress=ProgressBar() if ProgressBar.wanted() else None,
+    )
+    if args.format == "json":
+        sys.stdout.write(json.dumps(document(summary), indent=2) + "\n")
+    else:
+        sys.stdout.write(render_text(summary, worst=max(args.worst, 0)))
+    return ExitCode.CHECK_FAILED if summary.failed else ExitCode.OK

@@ -1,0 +1,100 @@
+"""``gpuready unconfigure``: take back exactly what ``configure`` added (containerd, from its
+record), or remove the runtime it registered (Docker, CRI-O)."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready.cli import common
+
+DESCRIPTION = """\
+Remove exactly what 'gpuready configure' added, as its record beside the config says
+(<config>.gpuready.json): the runtime table, the drop-in, the imports entry, enable_cdi and
+cdi_spec_dirs if it set them; a default_runtime_name it changed gets its old value back.
+
+When a file is unchanged since gpuready wrote it, its original comes back byte for byte (a drop-in
+gpuready created is removed). When the operator edited it meanwhile, only gpuready's own parts go,
+and a setting changed since is left alone. Without a record there is nothing to do: gpuready never
+guesses what it added. A second run finds no record and changes nothing.
+
+For Docker (--engine docker) the runtimes entry in daemon.json goes (and "runtimes" when it is
+left empty, and a "default-runtime" naming it, which dockerd would refuse); for CRI-O its table
+in the drop-in. A file gpuready changed and nobody edited since gets its original bytes back.
+"""
+
+EPILOG = """\
+exit codes:
+  0  removed, or nothing to remove
+  1  --restart: the transaction failed and every file was put back
+  2  bad input (unreadable record or config); nothing was written
+
+examples:
+  gpuready unconfigure --dry-run
+  gpuready unconfigure --restart --restart-command 'systemctl restart containerd'
+  gpuready unconfigure --engine docker --reload
+  gpuready unconfigure --engine crio --dry-run
+"""
+
+
+def register(subparsers) -> None:
+    """Add the ``unconfigure`` command."""
+    parser = common.add_command(
+        subparsers,
+        "unconfigure",
+        help="remove exactly what gpuready configure added",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    from gpuready.cli.engine_cli import add_docker_address, add_engine
+
+    common.add_root_and_config(parser)
+    common.add_runtime_name(parser)
+    add_engine(parser)
+    add_docker_address(parser)
+    parser.add_argument(
+        "--reload", action="store_true",
+        help="with --engine docker: SIGHUP dockerd and check through its API that the runtime "
+        "is gone",
+    )
+    common.add_containerd_version(parser)
+    common.add_dry_run(parser)
+    common.add_restart(parser)
+    common.add_format(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan under the files' locks, then show or apply."""
+    from gpuready.changeset import locked_all
+    from gpuready.cli import daytwo, engine_cli
+    from gpuready.containerd.record import load_record
+    from gpuready.errors import UsageError
+    from gpuready.workflow.daytwo import plan_unconfigure_node, write
+
+    engine = engine_cli.engine_name(args, config=args.config)
+    if engine != "containerd":
+        return engine_cli.unconfigure(args, engine)
+    if args.reload:
+        raise UsageError("--reload is for --engine docker: use --restart for containerd")
+    node = daytwo.node_config(args)
+    record = load_record(node.config, node=node.node)
+    if args.restart:
+        runtimes = [s["name"] for s in (record or {}).get("settings", []) if s["kind"] == "runtime"]
+        return daytwo.transact(
+            args, node, lambda: plan_unconfigure_node(node),
+            expect_runtime=None, gone_runtime=runtimes[0] if runtimes else None,
+        )
+    from pathlib import Path
+
+    paths = [node.config] + [Path(name) for name in (record or {}).get("files", {})]
+    with locked_all(paths, node=node.node):
+        plans = plan_unconfigure_node(node)
+        written = [] if args.dry_run else write(plans, node=node)
+    report = daytwo.report(plans, written, dry_run=args.dry_run)
+    if not plans:
+        report["summary"] = f"nothing recorded for {node.config}: nothing to remove"
+        report["file"] = str(node.config)
+    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    if not plans and args.format != "json":
+        print(report["summary"])
+    return 0

@@ -1,0 +1,136 @@
+"""What ``configure``, ``unconfigure`` and ``migrate`` share on the command line: which node and
+files they work on, how their plans are reported, and the ``--restart`` transaction."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+
+
+def node_config(args: argparse.Namespace):
+    """The :class:`~gpuready.workflow.daytwo.NodeConfig` of ``--config``, ``--root`` and
+    ``--containerd-version`` (else ``containerd --version``, else the config version)."""
+    from pathlib import Path
+
+    from gpuready.containerd.semantics import choose
+    from gpuready.node import Node
+    from gpuready.paths import CONTAINERD_CONFIG
+    from gpuready.workflow.daytwo import NodeConfig
+
+    root = Path(args.root)
+    path = Path(args.config) if args.config else Node(root).path(CONTAINERD_CONFIG)
+    flag = getattr(args, "containerd_version", None)
+    semantics = choose(flag=flag, probe=True, config_version=_version_or_none(path, root))
+    return NodeConfig(config=path, root=root, major=semantics.major)
+
+
+def _version_or_none(path, root):
+    """The config's ``version`` for choosing the merge rule; its errors come with the plan."""
+    from gpuready.containerd.document import load_config
+    from gpuready.errors import GpureadyError
+    from gpuready.node import Node
+
+    try:
+        return load_config(path, node=Node(root)).data.get("version")
+    except GpureadyError:
+        return None
+
+
+def drop_in(args: argparse.Namespace):
+    """The drop-in ``--drop-in [PATH]`` names, or None to register in the main file."""
+    from pathlib import Path
+
+    from gpuready.containerd.dropin import drop_in_target
+
+    if getattr(args, "drop_in", None) is None:
+        return None
+    return drop_in_target(args.drop_in or None, root=Path(args.root))
+
+
+def report(plans, written, *, dry_run: bool) -> dict:
+    """The outcome of a change to several files, as data (the JSON form)."""
+    from gpuready.fsio import backup_path
+    from gpuready.workflow.daytwo import is_bookkeeping, is_record
+
+    shown = [plan for plan in plans if not is_record(plan)]
+    written_paths = {plan.path for plan in written}
+    files = [
+        {
+            "file": str(plan.path),
+            "changed": plan.changes,
+            "written": plan.path in written_paths,
+            "removed": plan.changes and plan.after is None,
+            "summary": plan.summary,
+            "backup": str(backup_path(plan.path))
+            if plan.path in written_paths and plan.before is not None
+            and plan.after is not None and backup_path(plan.path).exists() else None,
+            "diff": "" if is_bookkeeping(plan) else plan.diff(),
+        }
+        for plan in shown
+    ]
+    record = next((plan for plan in plans if is_record(plan)), None)
+    first = files[0] if files else {"file": None, "changed": False, "written": False,
+                                    "summary": "nothing to do", "backup": None, "diff": ""}
+    return {
+        "status": "ok",
+        # the first file's outcome at the top level, as for a single-file change
+        **{key: first[key] for key in ("file", "changed", "written", "summary", "backup")},
+        "diff": "".join(entry["diff"] for entry in files),
+        "notes": [note for plan in shown for note in plan.notes],
+        "files": files,
+        "record": str(record.path) if record and record.changes else None,
+        "record_removed": bool(record and record.changes and record.after is None),
+    }
+
+
+def print_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
+    """Print the outcome: each file's summary and the notes, and every diff in a dry run."""
+    if as_json:
+        print(json.dumps(report, indent=2))
+        return
+    if dry_run and report["diff"]:
+        sys.stdout.write(report["diff"])
+    for entry in report["files"]:
+        prefix = "would " if dry_run and entry["changed"] else ""
+        state = "" if entry["changed"] else " (no change)"
+        print(f"{entry['file']}: {prefix}{entry['summary']}{state}")
+    for note in report["notes"]:
+        print(f"note: {note}")
+    for entry in report["files"]:
+        if entry["backup"]:
+            print(f"backup of the original: {entry['backup']}")
+    if report["record"] and not dry_run:
+        done = "removed" if report["record_removed"] else "kept in"
+        print(f"record of what gpuready changed: {done} {report['record']}")
+
+
+def transact(
+    args: argparse.Namespace,
+    node,
+    plan: Callable[[], list],
+    *,
+    expect_runtime: str | None,
+    gone_runtime: str | None = None,
+) -> int:
+    """Run the change as the ``--restart`` transaction and print its report."""
+    from gpuready.workflow.transaction import RestartOptions, run_transaction
+
+    options = RestartOptions(
+        address=args.address,
+        command=args.restart_command,
+        timeout=args.restart_timeout,
+        probe=args.probe,
+        runtime_name=getattr(args, "runtime_name", "nvidia"),
+        expect_runtime=expect_runtime,
+        gone_runtime=gone_runtime,
+    )
+    outcome = run_transaction(node, plan, options=options, dry_run=args.dry_run)
+    if args.format == "json":
+        print(json.dumps(outcome.to_dict(), indent=2))
+    else:
+        if args.dry_run and outcome.diff:
+            sys.stdout.write(outcome.diff)
+        print("\n".join(outcome.lines()))
+    return 0 if outcome.ok else 1

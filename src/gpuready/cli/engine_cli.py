@@ -1,0 +1,242 @@
+"""The ``--engine`` option, and what configure, unconfigure, lint, doctor and verify do for
+Docker and CRI-O (containerd keeps its own code paths in the command modules)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+ENGINES = ("containerd", "docker", "crio")
+DOCKER_ADDRESS = "unix:///var/run/docker.sock"
+
+DOCKER_DEFAULT_REFUSAL = """\
+refusing --set-as-default without --confirm-every-pod-uses-it.
+With "default-runtime": "{name}" every container on this machine, GPU or not, runs through the
+NVIDIA runtime, and a problem in it (a driver upgrade, a missing library) stops them all. GPU
+containers opt in instead: docker run --runtime {name} ... (or --gpus with the toolkit's hook)."""
+
+
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    """``--engine``: which container engine's config to work on."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="containerd, docker or crio (default: detected from the node under --root: "
+        "containerd when it is there or nothing is found)",
+    )
+
+
+def add_docker_address(parser: argparse.ArgumentParser) -> None:
+    """``--docker-address``: dockerd's API socket, for --reload and verify."""
+    parser.add_argument(
+        "--docker-address",
+        default=DOCKER_ADDRESS,
+        metavar="ADDRESS",
+        help=f"dockerd's API socket for --engine docker (default: {DOCKER_ADDRESS})",
+    )
+
+
+def engine_name(args: argparse.Namespace, *, config: str | None = None) -> str:
+    """The engine asked for, else guessed from an explicit config file, else detected."""
+    if getattr(args, "engine", None):
+        return args.engine
+    if config:
+        return "docker" if config.endswith(".json") else "containerd"
+    from gpuready.engines import detect
+
+    return detect(Path(args.root)).name
+
+
+# -- configure / unconfigure -------------------------------------------------------------------
+
+
+def configure(args: argparse.Namespace, name: str) -> int:
+    """``configure --engine docker|crio``: plan under the lock, then show or apply it."""
+    from gpuready.engines import get
+    from gpuready.engines.base import RuntimeChange
+    from gpuready.errors import UsageError
+
+    if args.set_as_default and not args.confirm_every_pod_uses_it:
+        if name == "docker":
+            raise UsageError(DOCKER_DEFAULT_REFUSAL.format(name=args.runtime_name))
+        from gpuready.cli.cmd_configure import SET_AS_DEFAULT_REFUSAL
+
+        raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
+    engine = get(name)
+    change = RuntimeChange(name=args.runtime_name, binary=args.binary,
+                           enable_cdi=args.enable_cdi, set_as_default=args.set_as_default)
+    notes = []
+    if args.systemd_cgroup != "true":
+        notes.append(f"--systemd-cgroup applies to containerd only; {engine.facts.title} "
+                     "keeps its own cgroup driver")
+    return _apply(args, engine,
+                  lambda path, node: engine.plan_add_runtime(path, change, node=node), notes)
+
+
+def unconfigure(args: argparse.Namespace, name: str) -> int:
+    """``unconfigure``: remove the runtime gpuready registered."""
+    from gpuready.engines import get
+
+    engine = get(name)
+    return _apply(args, engine,
+                  lambda path, node: engine.plan_remove_runtime(path, args.runtime_name,
+                                                                node=node), [])
+
+
+def _apply(args, engine, planner, notes: list[str]) -> int:
+    from gpuready.fsio import apply_plan, backup_path, locked
+    from gpuready.node import Node
+
+    node = Node(args.root)
+    path = Path(args.config) if args.config else engine.config_path(node)
+    with locked(path, node=node):
+        plan = planner(path, node)
+        written = False if args.dry_run else apply_plan(plan, node=node)
+    report = {
+        "status": "ok", "engine": engine.facts.name, "file": str(path), "changed": plan.changes,
+        "written": written, "summary": plan.summary, "advice": None,
+        "notes": [*plan.notes, *notes],
+        "backup": str(backup_path(path)) if written and plan.before is not None else None,
+        "diff": plan.diff(),
+    }
+    if getattr(args, "reload", False) and not args.dry_run:
+        report["reload"] = _reload(args, engine, path, node)
+    from gpuready.cli.cmd_configure import print_configure_report
+
+    print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    if report.get("reload") and args.format != "json":
+        print(f"reloaded: {report['reload']}")
+    return 0
+
+
+def _reload(args, engine, path: Path, node) -> str:
+    from gpuready.errors import UsageError
+
+    if engine.facts.name != "docker":
+        raise UsageError(f"--reload is for --engine docker; restart {engine.facts.title} "
+                         "yourself (gpuready does not run it)")
+    from gpuready.engines.docker.config import load_daemon_config
+    from gpuready.engines.docker.live import reload
+
+    live, note = reload(args.docker_address, load_daemon_config(path, node=node))
+    loaded = (f"dockerd {live.version} at {args.docker_address} has runtimes "
+              f"{', '.join(sorted(live.runtimes))} (default {live.default_runtime})")
+    return f"{loaded}; note: {note}" if note else loaded
+
+
+# -- lint / doctor ------------------------------------------------------------------------------
+
+
+def lint(args: argparse.Namespace, name: str, *, doctor: bool) -> int:
+    """``lint``/``doctor`` with ``--engine docker|crio``."""
+    from gpuready.errors import ExitCode, UsageError
+    from gpuready.reporting import render
+    from gpuready.rules import selection
+    from gpuready.rules.context import Options
+
+    if getattr(args, "fix", False):
+        raise UsageError(f"--fix repairs containerd configs only; edit the {name} file by hand")
+    selected = selection(select=args.select, ignore=args.ignore)
+    options = Options(runtime_name=args.runtime_name, root=Path(args.root))
+    explicit = [Path(f) for f in getattr(args, "files", None) or ()]
+    if getattr(args, "config", None):
+        explicit.append(Path(args.config))
+    if name == "docker":
+        report = _lint_docker(args, explicit, options, selected)
+    else:
+        from gpuready.engines.crio.lint import lint_crio, node_paths
+
+        report = lint_crio(explicit or node_paths(options.node), options=options,
+                           selected=selected)
+    command = "doctor" if doctor else "lint"
+    print(render(args.format, report.problems, files=report.files, command=command), end="")
+    return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK
+
+
+def _lint_docker(args, explicit, options, selected):
+    from gpuready.engines.docker.facts import DAEMON_JSON
+    from gpuready.engines.docker.installed import installed_release, parse_release
+    from gpuready.engines.docker.lint import lint_daemon_json
+    from gpuready.errors import UsageError
+    release = None
+    if getattr(args, "docker_version", None):
+        release = parse_release(f"version {args.docker_version}")
+        if release is None:
+            raise UsageError(f"--docker-version {args.docker_version!r}: expected X.Y")
+    elif Path(args.root).resolve() == Path("/"):
+        release = installed_release()
+    paths = explicit or [options.node.path(DAEMON_JSON)]
+    return lint_daemon_json(paths, options=options, selected=selected, release=release)
+
+
+def add_docker_version(parser: argparse.ArgumentParser) -> None:
+    """``--docker-version``: the Docker release whose keys apply."""
+    parser.add_argument(
+        "--docker-version",
+        metavar="X.Y",
+        help="with --engine docker: the Docker release whose keys apply (default: the installed "
+        "dockerd's, when --root is /)",
+    )
+
+
+# -- verify -------------------------------------------------------------------------------------
+
+
+def verify(args: argparse.Namespace, name: str) -> int:
+    """``verify --live --engine docker``: ask dockerd, compare with daemon.json, probe."""
+    from gpuready.errors import ExitCode, UsageError
+
+    if name == "crio":
+        raise UsageError("verify --live is not available for CRI-O: gpuready checks CRI-O's "
+                         "files (lint, doctor --engine crio) but does not claim live verification")
+    if not args.live:
+        raise UsageError("verify needs --live (it asks the running dockerd)")
+    from gpuready.engines.docker.config import load_daemon_config
+    from gpuready.engines.docker.facts import DAEMON_JSON
+    from gpuready.engines.docker.live import (
+        DockerReport,
+        compare,
+        daemon_pid,
+        live_state,
+        run_probe,
+    )
+    from gpuready.node import Node
+
+    node = Node(args.root)
+    path = Path(args.config) if args.config else node.path(DAEMON_JSON)
+    config = load_daemon_config(path, node=node)
+    address = args.docker_address
+    live = live_state(address, timeout=args.timeout)
+    report = DockerReport(address=address, config_path=path, live=live, pid=daemon_pid(address),
+                          checks=compare(config, live, runtime_name=args.runtime_name))
+    if args.probe:
+        report.probe = run_probe(address, runtime=args.runtime_name,
+                                 binary=Path(args.probe_binary), timeout=args.probe_timeout)
+    if args.format == "json":
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print("\n".join(docker_lines(report)))
+    return ExitCode.OK if report.ok else ExitCode.CHECK_FAILED
+
+
+def docker_lines(report) -> list[str]:
+    """The human-readable Docker report."""
+    live = report.live
+    pid = f", pid {report.pid}" if report.pid else ""
+    lines = [f"dockerd {live.version} at {report.address}{pid}; cgroup driver "
+             f"{live.cgroup_driver}; compared with {report.config_path}", "live runtimes:"]
+    for name, value in sorted(live.runtimes.items()):
+        marker = " (default)" if name == live.default_runtime else ""
+        lines.append(f"  {name + marker:<28}{value.get('path', '-')}")
+    lines += [f"{check.outcome.value:<8}{check.message}" for check in report.checks]
+    if report.probe:
+        probe = report.probe
+        outcome = "ok" if probe.ok and probe.removed else "failed"
+        cleanup = "; removed" if probe.removed else f"; {probe.cleanup_error}"
+        lines.append(f"{'probe':<8}{outcome}: {probe.message} ({probe.seconds:g}s){cleanup}")
+    lines.append(f"status: {'ok' if report.ok else 'failed'}")
+    return lines
+
+

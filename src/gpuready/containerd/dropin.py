@@ -1,0 +1,157 @@
+"""``configure --drop-in``: the runtime in a file of its own, imported by the main config.
+
+What the drop-in holds depends on how the node's containerd merges imports (measured on 1.6.20,
+2.1.9 and 2.3.4):
+
+- 2.x merges plugin tables key by key, so the drop-in holds only what gpuready owns: the runtime
+  table (and ``enable_cdi`` or ``default_runtime_name`` when asked for).
+- 1.x replaces a whole plugin table from an imported file: a drop-in with only the runtime would
+  make runc, the sandbox image and the CNI settings vanish. There the drop-in carries a copy of
+  the effective CRI table, and shadows the main file's CRI section from then on.
+
+The main file gets an ``imports`` entry naming the drop-in only when no existing entry (a glob
+such as ``conf.d/*.toml``) covers it; every other byte of it stays. The drop-in's ``version`` is
+the main file's: containerd 2.3 refuses a drop-in whose version is higher.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from gpuready.containerd import facts
+from gpuready.containerd.configure import ConfigureRequest, plan_configure
+from gpuready.containerd.document import ConfigFile, load_config_text, parse_for_edit, render_edit
+from gpuready.containerd.effective import EffectiveConfig, load_effective
+from gpuready.containerd.versions import render_key_path
+from gpuready.errors import InputError, UsageError
+from gpuready.node import FileKind, Node
+from gpuready.paths import CONTAINERD_DROPIN_DIR
+from gpuready.plan import Plan
+
+DEFAULT_DROP_IN = CONTAINERD_DROPIN_DIR / "99-nvidia.toml"
+# The first line of every drop-in gpuready writes: how a later run knows the file is its own.
+MARKER = "# Written by gpuready"
+_GLOB_CHARS = ("*", "?", "[")
+
+
+@dataclass(frozen=True)
+class DropIn:
+    """Where the drop-in goes: its host path, and the ``imports`` entry that names it."""
+
+    path: Path
+    entry: str
+
+
+def drop_in_target(path: str | None, *, root: Path) -> DropIn:
+    """The drop-in for ``--drop-in [PATH]``: a node path (under ``--root``), by default
+    ``/etc/containerd/conf.d/99-nvidia.toml``."""
+    node = PurePosixPath(path or DEFAULT_DROP_IN)
+    if node.is_absolute():
+        return DropIn(Node(root).path(node), str(node))
+    if Path(root) != Path("/"):
+        raise UsageError(f"--drop-in {path}: give the node path (absolute) with --root")
+    host = Path(os.path.abspath(node))
+    return DropIn(host, str(host))
+
+
+def plan_drop_in(
+    main: ConfigFile, target: DropIn, request: ConfigureRequest, *, root: Path, major: int
+) -> list[Plan]:
+    """The drop-in's plan, then the main file's (its ``imports`` entry, or a no-op saying which
+    entry already covers the drop-in)."""
+    existing = Node(root).read_text_or_none(target.path, kind=FileKind.CONFIG)
+    if existing is not None and not existing.startswith(MARKER):
+        raise InputError(
+            target.path,
+            "exists and was not written by gpuready; nothing written (choose another "
+            "--drop-in PATH, or register in the file itself with --config)",
+        )
+    effective = load_effective(main.path, root=root, major=major, exclude=target.path)
+    base = load_config_text(drop_in_base(effective, main.path, major=major), target.path)
+    planned = plan_configure(base, request, context=effective.data)
+    text = planned.after.rstrip("\n") + "\n"  # the table's trailing blank line: none at the end
+    name = request.runtime.name
+    if existing == text:
+        summary = f"drop-in already holds runtime {name}"
+    else:
+        summary = f"{'update' if existing else 'write'} drop-in with runtime {name}"
+    notes = planned.notes + _shadow_notes(effective, main.path, major=major)
+    drop = Plan(target.path, existing, text, summary, notes)
+    return [drop, plan_import(main, target, effective=effective, root=root)]
+
+
+def drop_in_base(effective: EffectiveConfig, main: Path, *, major: int) -> str:
+    """The drop-in before the runtime goes in: the marker, a word on what it is, ``version``,
+    and on 1.x the copy of the effective CRI table."""
+    spec = effective.spec
+    lines = [f"{MARKER} (configure --drop-in): the NVIDIA runtime for containerd,",
+             f"# imported by {main}. 'gpuready unconfigure' removes it."]
+    cri = facts.lookup(effective.data, spec.cri_path)
+    if major == 1 and isinstance(cri, dict):
+        header = render_key_path(spec.cri_path)
+        lines += [
+            "# containerd 1.x replaces a whole plugin table from an imported file, so this",
+            f"# file carries a copy of [{header}]",
+            "# as the main file and its other imports build it, and shadows that section of",
+            "# the main file: after editing it there, run 'gpuready configure --drop-in' again.",
+        ]
+    text = "\n".join(lines) + f"\nversion = {spec.number}\n"
+    if major == 1 and isinstance(cri, dict):
+        import tomlkit
+
+        document = tomlkit.document()
+        plugins = tomlkit.table(is_super_table=True)
+        plugins.add(spec.cri_plugin, tomlkit.item(cri))
+        document.add("plugins", plugins)
+        text += "\n" + document.as_string()
+    return text
+
+
+def _shadow_notes(effective: EffectiveConfig, main: Path, *, major: int) -> tuple[str, ...]:
+    if major != 1 or facts.lookup(effective.data, effective.spec.cri_path) is None:
+        return ()
+    header = render_key_path(effective.spec.cri_path)
+    return (
+        f"containerd 1.x replaces a whole plugin table from an import: the drop-in carries a copy "
+        f"of [{header}] and shadows it in {main}; after editing that section there, run "
+        "'gpuready configure --drop-in' again",
+    )
+
+
+def covering_entry(effective: EffectiveConfig, target: DropIn, *, root: Path) -> str | None:
+    """The ``imports`` entry of the main file or its imports that already loads the drop-in."""
+    wanted = Path(os.path.abspath(target.path))
+    for file in effective.files:
+        for entry in facts.imports(file.data):
+            pattern = Node(root).path(entry) if entry.startswith("/") else file.path.parent / entry
+            pattern = Path(os.path.abspath(pattern))
+            if any(char in entry for char in _GLOB_CHARS):
+                # containerd globs like Go's filepath.Glob: '*' stops at '/', as here.
+                if wanted.match(str(pattern)):
+                    return entry
+            elif pattern == wanted:
+                return entry
+    return None
+
+
+def plan_import(
+    main: ConfigFile, target: DropIn, *, effective: EffectiveConfig, root: Path
+) -> Plan:
+    """Add ``target.entry`` to the main file's top-level ``imports`` unless it is covered."""
+    covering = covering_entry(effective, target, root=root)
+    if covering is not None:
+        return Plan(main.path, main.text, main.text,
+                    f"drop-in already imported (imports entry {covering!r})")
+    document = parse_for_edit(main)
+    entries = document.get("imports")
+    if entries is None:
+        document.add("imports", [target.entry])
+    elif isinstance(entries, list):
+        entries.append(target.entry)
+    else:
+        raise InputError(main.path, "'imports' is not an array; cannot add the drop-in to it")
+    return Plan(main.path, main.text, render_edit(main, document),
+                f"import {target.entry}")
+

@@ -1,0 +1,214 @@
+"""Which keys each containerd line reads, per config version: the key schema, kept as data.
+
+containerd decodes its config into Go structs and ignores every key no struct field takes, without
+a word. The schema (``gpuready/data/key-schema.json``) lists, per line, the key paths it reads:
+
+- ``generated``: every key path of the line's recorded ``containerd config default`` (1.6.20,
+  2.1.9, 2.3.4, kept in ``tests/data/containerd/``) and, for 2.3, the plugin tables of a recorded
+  ``config dump`` (the server plugins are configured there but not printed by ``config default``).
+  Runtime names, stream processors and timeouts become ``*``; a runtime's ``options`` is open (the
+  option rules check it). ``scripts/generate_key_schema.py`` regenerates it, and a test checks it
+  is current.
+- ``documented``: keys no default prints (registry mirrors and configs, ``proxy_plugins``,
+  runtime fields), each with its source.
+- ``moved`` and ``removed``: keys a line used to read elsewhere or no longer reads, with what to
+  write instead and the source.
+
+Which line's schema applies follows the config version: 2 → 1.6 (with the keys 1.7 documents
+added), 3 → 2.1, 4 → 2.3 (a version 1 file has no recorded schema and is not checked).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from gpuready.containerd.versions import CRI_PLUGIN_IDS, KeyPath
+
+ANY = "*"
+OPEN = "**"
+LINE_OF_VERSION: Mapping[int, str] = {2: "1.6", 3: "2.1", 4: "2.3"}
+
+# Below these prefixes (ANY matches one key) the next key is a name the operator chooses.
+NAMED = (
+    ("plugins", ANY, "containerd", "runtimes"),
+    ("plugins", ANY, "registry", "mirrors"),
+    ("plugins", ANY, "registry", "configs"),
+    ("plugins", ANY, "registry", "headers"),
+    ("stream_processors",),
+    ("proxy_plugins",),
+    ("timeouts",),
+)
+# Tables whose keys other rules check (runc options belong to the runtime type).
+OPEN_TABLES = (
+    ("plugins", ANY, "containerd", "runtimes", ANY, "options"),
+    ("plugins", ANY, "containerd", "default_runtime", "options"),
+    ("plugins", ANY, "containerd", "untrusted_workload_runtime", "options"),
+)
+
+
+def _matches(path: KeyPath, pattern: KeyPath) -> bool:
+    if len(path) != len(pattern):
+        return False
+    return all(p in (ANY, k) for k, p in zip(path, pattern, strict=True))
+
+
+def generalize(path: KeyPath) -> KeyPath:
+    """``path`` with chosen names replaced by ``*`` and open tables ended by ``**``."""
+    parts = list(path)
+    for prefix in NAMED:
+        if len(parts) > len(prefix) and _matches(tuple(parts[: len(prefix)]), prefix):
+            parts[len(prefix)] = ANY
+    for table in OPEN_TABLES:
+        if len(parts) >= len(table) and _matches(tuple(parts[: len(table)]), table):
+            return (*parts[: len(table)], OPEN)
+    return tuple(parts)
+
+
+def key_paths(data: Mapping[str, Any], prefix: KeyPath = ()) -> Iterator[KeyPath]:
+    """Every table and key path of parsed TOML ``data`` (arrays of tables are not entered)."""
+    for key, value in data.items():
+        path = (*prefix, key)
+        yield path
+        if isinstance(value, Mapping):
+            yield from key_paths(value, path)
+
+
+def generate(sources: Iterable[tuple[str, Mapping[str, Any], bool]]) -> dict[str, list[list[str]]]:
+    """The generated part: ``(line, parsed config, plugins_only)`` → sorted generalized paths."""
+    found: dict[str, set[KeyPath]] = {}
+    for line, data, plugins_only in sources:
+        paths = found.setdefault(line, set())
+        for path in key_paths(data):
+            if plugins_only and path[0] != "plugins":
+                continue
+            paths.add(generalize(path))
+    return {line: sorted(list(p) for p in paths) for line, paths in sorted(found.items())}
+
+
+@dataclass(frozen=True)
+class Note:
+    """A key a line reads elsewhere (``moved``) or not at all (``removed``), and the source."""
+
+    path: KeyPath
+    message: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The keys one line reads (a trie of generalized paths), and its moved/removed keys."""
+
+    line: str
+    trie: Mapping[str, Any]
+    notes: tuple[Note, ...]
+
+    def known(self, path: KeyPath) -> bool | None:
+        """True when the line reads ``path``; None when it sits in an open table."""
+        node = self.trie
+        for key in path:
+            if OPEN in node:
+                return None
+            child = node.get(key, node.get(ANY))
+            if child is None:
+                return False
+            node = child
+        return True
+
+    def siblings(self, path: KeyPath) -> list[str]:
+        """The known keys next to ``path`` (for a did-you-mean)."""
+        node = self.trie
+        for key in path[:-1]:
+            node = node.get(key, node.get(ANY, {}))
+        return [key for key in node if key not in (ANY, OPEN)]
+
+    def note(self, path: KeyPath) -> Note | None:
+        """The moved/removed note whose path is ``path`` or above it."""
+        for note in self.notes:
+            if _matches(path[: len(note.path)], note.path):
+                return note
+        return None
+
+
+def _trie(paths: Iterable[Iterable[str]]) -> dict[str, Any]:
+    root: dict[str, Any] = {}
+    for path in paths:
+        node = root
+        for key in path:
+            node = node.setdefault(key, {})
+    return root
+
+
+@functools.cache
+def raw() -> dict[str, Any]:
+    """The schema file as stored."""
+    text = resources.files("gpuready.data").joinpath("key-schema.json").read_text()
+    return json.loads(text)
+
+
+@functools.cache
+def schema_for(version: int) -> Schema | None:
+    """The schema of the line that reads config ``version`` files; None where none is recorded."""
+    line = LINE_OF_VERSION.get(version)
+    if line is None:
+        return None
+    data = raw()
+    paths = list(data["generated"][line])
+    paths += [entry["path"] for entry in data["documented"] if line in entry["lines"]]
+    notes = tuple(
+        Note(tuple(entry["path"]), entry["message"], entry["source"])
+        for kind in ("moved", "removed")
+        for entry in data[kind]
+        if line in entry["lines"]
+    )
+    return Schema(line, _trie(paths), notes)
+
+
+@dataclass(frozen=True)
+class UnknownKey:
+    """A key path the line does not read: why (a note) or what was probably meant."""
+
+    path: KeyPath
+    note: Note | None
+    suggestion: str | None
+
+
+def unknown_keys(data: Mapping[str, Any], version: int) -> list[UnknownKey]:
+    """The keys of ``data`` that the line reading config ``version`` ignores, outermost only.
+
+    Plugin tables of another config version's CRI plugin are left to wrong-version-path, and an
+    unknown plugin ID is reported only when it is close to a known one (it may be a plugin
+    gpuready does not know).
+    """
+    from gpuready.suggest import did_you_mean
+
+    schema = schema_for(version)
+    if schema is None:
+        return []
+    found: list[UnknownKey] = []
+
+    def walk(table: Mapping[str, Any], prefix: KeyPath) -> None:
+        for key, value in table.items():
+            path = (*prefix, key)
+            note = schema.note(path)
+            known = schema.known(path)
+            if note is not None and known is not None:
+                found.append(UnknownKey(path, note, None))
+                continue
+            if known is None:
+                continue
+            if not known:
+                suggestion = did_you_mean(key, schema.siblings(path))
+                if prefix == ("plugins",) and (key in CRI_PLUGIN_IDS or not suggestion):
+                    continue
+                found.append(UnknownKey(path, None, suggestion))
+                continue
+            if isinstance(value, Mapping):
+                walk(value, path)
+
+    walk(data, ())
+    return found

@@ -1,0 +1,199 @@
+"""``gpuready unconfigure``: take back exactly what gpuready added, as its record says.
+
+For each file in the record:
+
+- unchanged since gpuready's last write (same SHA-256), and the backup is the original gpuready
+  first changed: the original comes back byte for byte (a drop-in gpuready created is removed);
+- edited meanwhile: only gpuready's own parts go (the runtime table it added, or the keys it
+  changed on a runtime that was there; ``enable_cdi`` and ``cdi_spec_dirs`` it set; the
+  ``imports`` entries it added), and a ``default_runtime_name`` it changed gets its old value
+  back. A setting the operator changed since is left alone.
+
+Then the record itself is removed. Without a record there is nothing to do: gpuready never
+guesses what it added.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpuready.containerd import facts
+from gpuready.containerd.document import load_config_text
+from gpuready.containerd.edit import UneditableTableError, set_value
+from gpuready.containerd.layout import scan
+from gpuready.containerd.record import load_record, record_path, sha256
+from gpuready.containerd.versions import KeyPath, render_key_path, spec_of
+from gpuready.errors import InputError
+from gpuready.fsio import backup_path
+from gpuready.node import FileKind, Node
+from gpuready.plan import Plan
+
+
+def plan_unconfigure(main: Path, *, node: Node) -> list[Plan]:
+    """One plan per file gpuready changed, then the backups and the record to remove.
+
+    An empty list when gpuready recorded nothing for ``main``.
+    """
+    record = load_record(main, node=node)
+    if record is None:
+        return []
+    plans: list[Plan] = []
+    for name, entry in record["files"].items():
+        path = Path(name)
+        settings = [s for s in record["settings"] if s["file"] == name]
+        plans += plan_file(path, entry, settings, node=node)
+    record_file = record_path(main)
+    before = node.read_text(record_file, kind=FileKind.NODE_FACT)
+    plans.append(Plan(record_file, before, None, "remove gpuready's record"))
+    return plans
+
+
+def plan_file(
+    path: Path, entry: Mapping[str, Any], settings: list[Mapping], *, node: Node
+) -> list[Plan]:
+    """The plans that take gpuready's changes out of one file."""
+    current = node.read_text_or_none(path, kind=FileKind.CONFIG)
+    if current is None:
+        return [Plan(path, None, None, "already removed")]
+    if sha256(current) == entry.get("written"):
+        if entry.get("original") is None:
+            return [Plan(path, current, None, "remove the drop-in gpuready wrote")]
+        backup = backup_path(path)
+        original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+        if sha256(original) == entry.get("original"):
+            return [
+                Plan(path, current, original, "restore the original, byte for byte"),
+                Plan(backup, original, None, "remove the backup (the file is the original again)"),
+            ]
+    after = remove_settings(path, current, settings)
+    summary = "remove what gpuready added (the file was edited since)" if after != current else (
+        "nothing of gpuready's left in it")
+    return [Plan(path, current, after, summary)]
+
+
+def remove_settings(path: Path, text: str, settings: list[Mapping]) -> str:
+    """``text`` without the recorded settings (each only while it still has gpuready's value).
+
+    Text edits on the scanned layout, as the editor makes them: whole key lines and tables go,
+    every other line stays. A comment inside a table gpuready added is the operator's (gpuready
+    writes none into a config it edits) and stays.
+    """
+    spec = spec_of(load_config_text(text, path).data, path=path)
+    try:
+        for setting in settings:
+            kind = setting["kind"]
+            if kind == "runtime":
+                text = _undo_runtime(text, spec.runtime_path(setting["name"]),
+                                     setting["previous"])
+            elif kind in ("enable_cdi", "cdi_spec_dirs"):
+                text = _undo_value(text, (*spec.cri_path, kind), setting)
+            elif kind == "default_runtime_name":
+                text = _undo_value(text, spec.default_runtime_path, setting)
+            elif kind == "imports":
+                text = _undo_imports(text, setting)
+        for setting in settings:
+            if setting["kind"] == "tables":
+                text = _remove_empty_headers(text, [tuple(p) for p in setting["paths"]])
+        load_config_text(text, path)  # still valid TOML, or nothing is written
+    except (KeyError, TypeError, ValueError, UneditableTableError, InputError) as error:
+        reason = error.reason if isinstance(error, InputError) else error
+        raise InputError(path, f"cannot take gpuready's settings out safely: {reason}; "
+                         "nothing written") from None
+    return text
+
+
+def _value(text: str, path: KeyPath) -> Any:
+    return facts.lookup(tomllib.loads(text), path)
+
+
+def _cut(text: str, start: int, end: int) -> str:
+    return text[:start] + text[end:]
+
+
+def _delete_key(text: str, path: KeyPath) -> str:
+    entry = scan(text).value(path)
+    if entry is None or entry.nested:
+        return text
+    return _cut(text, entry.start, entry.end)
+
+
+def _undo_runtime(text: str, path: KeyPath, previous: Mapping[str, Any] | None) -> str:
+    if _value(text, path) is None:
+        return text
+    if previous is None:
+        return _remove_table(text, path)
+    for dotted, value in previous.items():
+        key = (*path, *dotted.split("."))
+        if value is None:
+            text = _delete_key(text, key)
+        elif _value(text, key) != value:
+            text = set_value(text, key, value).text
+    return text
+
+
+def _remove_table(text: str, path: KeyPath) -> str:
+    """Remove the table ``path`` written with headers: each header of it and of its sub-tables,
+    with the lines up to the next header, except comment lines."""
+    layout = scan(text)
+    headers = layout.headers_under(path)
+    if not headers or layout.dotted(path) or layout.inline(path):
+        raise ValueError(f"[{render_key_path(path)}] is no longer written as headers")
+    starts = sorted(h.start for h in layout.headers)
+    for header in sorted(headers, key=lambda h: h.start, reverse=True):
+        end = next((start for start in starts if start > header.start), len(text))
+        kept = "".join(line for line in text[header.end:end].splitlines(keepends=True)
+                       if line.lstrip().startswith("#"))
+        text = text[:header.start] + kept + text[end:]
+    return _trim_blank_lines(text)
+
+
+def _trim_blank_lines(text: str) -> str:
+    """No run of more than one blank line where tables went, and none at the end."""
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text.rstrip("\n") + "\n" if text.strip() else text
+
+
+def _undo_value(text: str, path: KeyPath, setting: Mapping[str, Any]) -> str:
+    if _value(text, path) != setting["value"]:
+        return text  # changed since: the operator's now
+    if setting["previous"] is not None:
+        return set_value(text, path, setting["previous"]).text
+    text = _delete_key(text, path)
+    if setting.get("headerless"):
+        text = _remove_empty_headers(text, [path[:-1]])
+    return text
+
+
+def _remove_empty_headers(text: str, paths: list[KeyPath]) -> str:
+    """Remove the ``[header]`` of each table in ``paths`` whose body holds nothing now but blank
+    lines and comments (which stay): gpuready wrote it, and the table exists without it or not
+    at all."""
+    for path in sorted(paths, key=len, reverse=True):
+        layout = scan(text)
+        header = layout.header(path)
+        if header is None:
+            continue
+        starts = sorted(h.start for h in layout.headers)
+        end = next((start for start in starts if start > header.start), len(text))
+        lines = text[header.end:end].splitlines(keepends=True)
+        if any(line.strip() and not line.lstrip().startswith("#") for line in lines):
+            continue
+        kept = "".join(line for line in lines if line.strip())  # the operator's comments
+        text = _trim_blank_lines(text[:header.start] + kept + text[end:])
+    return text
+
+
+def _undo_imports(text: str, setting: Mapping[str, Any]) -> str:
+    entries = tomllib.loads(text).get("imports")
+    if not isinstance(entries, list):
+        return text
+    left = [entry for entry in entries if entry not in setting["entries"]]
+    if left == entries:
+        return text
+    if not left and setting.get("created"):
+        return _delete_key(text, ("imports",))
+    return set_value(text, ("imports",), left).text

@@ -1,0 +1,66 @@
+"""The container engines gpuready configures: containerd, Docker and CRI-O.
+
+``get(name)`` returns an engine (:class:`gpuready.engines.base.Engine`); ``detect(root)`` says
+which one a node runs, from the files and sockets under ``root``. Each engine module owns its
+facts table; the command line only names an engine.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuready.errors import UsageError
+
+NAMES = ("containerd", "docker", "crio")
+_MODULES = {
+    "containerd": "gpuready.engines.containerd",
+    "docker": "gpuready.engines.docker.engine",
+    "crio": "gpuready.engines.crio.engine",
+}
+
+
+def get(name: str):
+    """The engine called ``name`` (one of :data:`NAMES`)."""
+    if name not in _MODULES:
+        raise UsageError(f"unknown engine {name!r}: choose one of {', '.join(NAMES)}")
+    return importlib.import_module(_MODULES[name]).ENGINE
+
+
+@dataclass(frozen=True)
+class Detection:
+    """Which engine was chosen, and what on the node said so."""
+
+    name: str
+    evidence: tuple[str, ...]
+
+
+def detect(root: Path) -> Detection:
+    """The engine whose config, socket or daemon is on the node under ``root``.
+
+    containerd wins whenever it shows (it is also what Docker runs on, and gpuready's default);
+    Docker or CRI-O is chosen only when it is the only engine found. Nothing found: containerd.
+    """
+    from gpuready.node import Node
+
+    node = Node(root)
+    found: dict[str, list[str]] = {}
+    for name in NAMES:
+        facts = get(name).facts
+        for mark in (facts.config, *facts.sockets, *facts.marks):
+            path = node.path(mark)
+            if node.exists(path):
+                found.setdefault(name, []).append(str(path))
+    if "containerd" in found or not found:
+        return Detection("containerd", tuple(found.get("containerd", ())))
+    if len(found) > 1:
+        raise UsageError(f"both Docker and CRI-O are on this node ({'; '.join(found['docker'])}; "
+                         f"{'; '.join(found['crio'])}): choose one with --engine")
+    name, evidence = next(iter(found.items()))
+    return Detection(name, tuple(evidence))
+
+
+def chosen(name: str | None, root: Path | str):
+    """The engine ``--engine`` names, else the one detected on the node under ``root``."""
+    return get(name or detect(Path(root)).name)

@@ -1,0 +1,1 @@
+"""CRI-O: a drop-in in ``/etc/crio/crio.conf.d`` registers the runtime (files only: no daemon)."""

@@ -1,0 +1,80 @@
+"""Docker behind the engine interface."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from gpuready.engines.base import EngineFacts, RuntimeChange
+from gpuready.engines.docker import config as daemon_json
+from gpuready.engines.docker.facts import DAEMON_JSON, SOCKET
+from gpuready.node import Node
+from gpuready.plan import Plan
+
+FACTS = EngineFacts(
+    name="docker",
+    title="Docker",
+    config=DAEMON_JSON,
+    sockets=(SOCKET, PurePosixPath("/var/run/docker.sock")),
+    marks=(PurePosixPath("/usr/bin/dockerd"), PurePosixPath("/usr/sbin/dockerd")),
+    live=True,
+    source="gpuready.engines.docker.facts",
+)
+
+
+class DockerEngine:
+    """Docker's ``daemon.json`` (:mod:`gpuready.engines.docker.config`)."""
+
+    facts = FACTS
+
+    def config_path(self, node: Node) -> Path:
+        """``/etc/docker/daemon.json`` on ``node``."""
+        return node.path(DAEMON_JSON)
+
+    def plan_add_runtime(self, path: Path, change: RuntimeChange, *, node: Node) -> Plan:
+        """Register the runtime; then ``features.cdi`` and ``default-runtime`` when asked."""
+        from gpuready.engines.docker.installed import installed_release
+
+        current = daemon_json.load_daemon_config(path, node=node)
+        parts = [lambda cfg: daemon_json.plan_add_runtime(
+            cfg, daemon_json.DockerRuntime(change.name, change.binary))]
+        if change.enable_cdi:
+            parts.append(lambda cfg: daemon_json.plan_enable_cdi(cfg, release=installed_release()))
+        if change.set_as_default:
+            parts.append(lambda cfg: daemon_json.plan_default_runtime(cfg, change.name))
+        return chain(current, parts)
+
+    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> Plan:
+        """Remove ``runtimes.NAME`` (and a ``default-runtime`` naming it)."""
+        return daemon_json.plan_remove_runtime(daemon_json.load_daemon_config(path, node=node),
+                                               name)
+
+    def default_runtime(self, path: Path, *, node: Node) -> str | None:
+        """``default-runtime``, or dockerd's own default ``runc``."""
+        data = daemon_json.load_daemon_config(path, node=node).data
+        value = data.get("default-runtime", "runc")
+        return value if isinstance(value, str) else None
+
+    def runtimes(self, path: Path, *, node: Node) -> dict[str, dict]:
+        """The ``runtimes`` entries of daemon.json."""
+        return {name: value for name, value in
+                daemon_json.load_daemon_config(path, node=node).runtimes().items()
+                if isinstance(value, dict)}
+
+
+def chain(current: daemon_json.DaemonConfig, parts) -> Plan:
+    """Each part planned on the text the one before produced, as one plan."""
+    plans = []
+    for part in parts:
+        plan = part(current)
+        plans.append(plan)
+        if plan.changes:
+            current = daemon_json.parse_daemon_config(plan.after, current.path)
+    first = plans[0]
+    changed = [plan.summary for plan in plans if plan.changes]
+    summary = "; ".join(changed or [plan.summary for plan in plans])
+    notes = tuple(note for plan in plans for note in plan.notes)
+    return Plan(first.path, first.before, plans[-1].after if changed else first.after,
+                summary, notes)
+
+
+ENGINE = DockerEngine()

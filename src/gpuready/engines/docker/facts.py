@@ -1,0 +1,87 @@
+"""What gpuready knows about Docker's daemon, as data with its sources.
+
+Sources:
+- dockerd reference, "Daemon configuration file" (docker/cli docs/reference/commandline/
+  dockerd.md, 20.10 branch): the full list of Linux keys, the runtime entry (``path``,
+  ``runtimeArgs``), and the options a SIGHUP reloads (``runtimes``, ``default-runtime``).
+- Measured against Debian's docker.io 20.10.24 (tests/test_docker_facts.py replays each row):
+  every key of :data:`KEYS_20_10` is accepted on reload; an unknown top-level key makes dockerd
+  refuse the whole file ("the following directives don't match any configuration option"); a
+  runtime named ``runc`` is refused ("runtime name 'runc' is reserved"); a ``default-runtime``
+  naming no runtime is refused ("specified default runtime ... does not exist"); a refused reload
+  is only logged and the old runtimes stay; ``features.cdi`` is accepted and ignored.
+- Docker Engine 25.0 release notes and "Enable CDI devices" (docs.docker.com/reference/cli/
+  dockerd/#enable-cdi-devices): ``features.cdi`` and ``cdi-spec-dirs`` need 25.0 or later.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+DAEMON_JSON = PurePosixPath("/etc/docker/daemon.json")
+SOCKET = PurePosixPath("/run/docker.sock")
+SOCKET_ADDRESS = "unix:///var/run/docker.sock"
+DAEMON_BINARY = "dockerd"
+PIDFILE = PurePosixPath("/var/run/docker.pid")
+
+# The built-in runtime's name: dockerd refuses a configured runtime with this name.
+RESERVED_RUNTIMES = frozenset({"runc"})
+
+# The top-level keys dockerd 20.10 reads on Linux (the documented full example, plus the keys of
+# flags the example leaves out). Any other top-level key makes dockerd refuse the file.
+KEYS_20_10 = frozenset({
+    "allow-nondistributable-artifacts", "api-cors-header", "authorization-plugins", "bip",
+    "bridge", "cgroup-parent", "cluster-advertise", "cluster-store", "cluster-store-opts",
+    "containerd", "containerd-namespace", "containerd-plugins-namespace", "cpu-rt-period",
+    "cpu-rt-runtime", "cri-containerd", "data-root", "debug", "default-address-pools",
+    "default-cgroupns-mode", "default-gateway", "default-gateway-v6", "default-ipc-mode",
+    "default-runtime", "default-shm-size", "default-ulimits", "dns", "dns-opts", "dns-search",
+    "exec-opts", "exec-root", "experimental", "features", "fixed-cidr", "fixed-cidr-v6", "group",
+    "host-gateway-ip", "hosts", "icc", "init", "init-path", "insecure-registries", "ip",
+    "ip-forward", "ip-masq", "ip6tables", "iptables", "ipv6", "labels", "live-restore",
+    "log-driver", "log-level", "log-opts", "max-concurrent-downloads", "max-concurrent-uploads",
+    "max-download-attempts", "metrics-addr", "mtu", "network-control-plane-mtu",
+    "no-new-privileges", "node-generic-resources", "oom-score-adjust", "pidfile", "raw-logs",
+    "registry-mirrors", "rootless", "runtimes", "seccomp-profile", "selinux-enabled",
+    "shutdown-timeout", "storage-driver", "storage-opts", "swarm-default-advertise-addr", "tls",
+    "tlscacert", "tlscert", "tlskey", "tlsverify", "userland-proxy", "userland-proxy-path",
+    "userns-remap",
+    # not in the documented list, but read (20.10 keeps its trust key there; later releases
+    # dropped the key file and the option with it)
+    "deprecated-key-path",
+})
+
+# Keys later releases added: (major, minor) of the first release that reads them.
+KEYS_ADDED = {
+    "cdi-spec-dirs": (25, 0),
+    "default-network-opts": (24, 0),
+}
+
+# The keys of one entry under "runtimes"; dockerd ignores any other without a word.
+RUNTIME_KEYS = {
+    "path": (1, 12),
+    "runtimeArgs": (1, 12),
+    "runtimeType": (23, 0),
+    "options": (23, 0),
+}
+
+# features.cdi: the first Docker release whose daemon reads it.
+CDI_FEATURE_SINCE = (25, 0)
+
+
+def known_key(key: str, release: tuple[int, int] | None) -> bool:
+    """True when dockerd ``release`` (any release when None) reads top-level ``key``."""
+    if key in KEYS_20_10:
+        return True
+    since = KEYS_ADDED.get(key)
+    return since is not None and (release is None or release >= since)
+
+
+def supports_cdi(release: tuple[int, int] | None) -> bool | None:
+    """Whether dockerd ``release`` reads ``features.cdi`` (None when the release is unknown)."""
+    return None if release is None else release >= CDI_FEATURE_SINCE
+
+
+def render_release(release: tuple[int, int]) -> str:
+    """``(20, 10)`` as ``20.10``."""
+    return f"{release[0]}.{release[1]}"

@@ -1,0 +1,1 @@
+"""A fleet of nodes: fetched copies of their files, checked together."""

@@ -1,0 +1,21 @@
+"""Did-you-mean suggestions for misspelled keys (difflib, ignoring case and underscores)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+CUTOFF = 0.75
+
+
+def _folded(word: str) -> str:
+    return word.replace("_", "").replace("-", "").lower()
+
+
+def did_you_mean(word: str, candidates: Iterable[str], *, cutoff: float = CUTOFF) -> str | None:
+    """The candidate closest to ``word`` (``SystemCgroup`` -> ``SystemdCgroup``), or None."""
+    by_folded: dict[str, str] = {}
+    for candidate in candidates:
+        by_folded.setdefault(_folded(candidate), candidate)
+    close = difflib.get_close_matches(_folded(word), list(by_folded), n=1, cutoff=cutoff)
+    return by_folded[close[0]] if close else None

@@ -1,0 +1,182 @@
+"""Docker end to end against a real dockerd (Debian's docker.io), started by the test harness.
+
+The runtime's binary is the stand-in of tests/harness/standin.py (no GPU here): it records the
+arguments dockerd's shim passed to it and hands over to runc, so the probe is proved to reach the
+binary the runtime names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpuready.engines.docker.api import DockerApi
+from gpuready.engines.docker.facts import KEYS_20_10
+from tests.harness.containerd import short_tempdir
+from tests.harness.dockerd import Dockerd, base_daemon_json
+from tests.harness.standin import recorded_calls, subcommand, write_standin
+from tests.helpers import BUSYBOX, require, run_cli
+
+OPERATOR_JSON = """{
+    "log-driver": "json-file",
+    "log-opts": {
+        "max-size": "10m",
+        "max-file": "3"
+    },
+    "deprecated-key-path": "KEY",
+    "default-shm-size": "64M"
+}
+"""
+
+
+@pytest.fixture
+def dockerd():
+    """A started dockerd whose daemon.json holds an operator's keys, and its stand-in runtime."""
+    require(binaries=("dockerd", "docker", "runc"), files=(BUSYBOX,))
+    folder = short_tempdir()
+    daemon = Dockerd(folder, daemon_json=OPERATOR_JSON.replace("KEY", str(folder / "key.json")))
+    daemon.standin = write_standin(folder / "standin", log=folder / "standin.log")
+    try:
+        yield daemon.start()
+    finally:
+        daemon.remove()
+
+
+def docker_info(daemon: Dockerd) -> dict:
+    """What the docker command line itself reports (``docker info``)."""
+    out = subprocess.run(
+        [shutil.which("docker"), "-H", daemon.address, "info", "--format", "{{json .}}"],
+        capture_output=True, text=True, timeout=60, check=True,
+    ).stdout
+    return json.loads(out)
+
+
+def configure(daemon: Dockerd, *extra: str):
+    return run_cli("configure", "--engine", "docker", "--config", str(daemon.config_path),
+                   "--binary", str(daemon.standin), "--docker-address", daemon.address, *extra)
+
+
+def test_round_trip_configure_reload_info_probe_unconfigure(dockerd: Dockerd) -> None:
+    original = dockerd.config_path.read_bytes()
+
+    result = configure(dockerd, "--reload")
+    assert result.code == 0, result.err
+    assert "register runtime nvidia" in result.out and "reloaded: dockerd" in result.out
+    runtimes = docker_info(dockerd)["Runtimes"]
+    assert runtimes["nvidia"]["path"] == str(dockerd.standin)
+    assert docker_info(dockerd)["DefaultRuntime"] == "runc"
+    # every operator line is still there, in its order and indentation
+    text = dockerd.config_path.read_text()
+    assert text.startswith(original.decode().rstrip().rstrip("}").rstrip())
+
+    before = dockerd.config_path.read_bytes()
+    os.utime(dockerd.config_path, (1_000_000_000, 1_000_000_000))
+    again = configure(dockerd, "--reload")
+    assert again.code == 0 and "already registered" in again.out
+    assert dockerd.config_path.read_bytes() == before
+    assert dockerd.config_path.stat().st_mtime == 1_000_000_000
+
+    verified = run_cli("verify", "--live", "--engine", "docker", "--config",
+                       str(dockerd.config_path), "--docker-address", dockerd.address, "--probe",
+                       "--format", "json")
+    assert verified.code == 0, verified.out + verified.err
+    report = json.loads(verified.out)
+    assert report["runtimes"]["nvidia"]["path"] == str(dockerd.standin)
+    assert report["probe"]["ok"] and report["probe"]["removed"]
+    assert report["probe"]["exit_code"] == 0
+    calls = recorded_calls(dockerd.folder / "standin.log")
+    created = [call for call in calls if subcommand(call) == "create"]
+    assert created, "dockerd never called the runtime's binary"
+    container = report["probe"]["container"]
+    assert created[0]["argv"][-1] == container  # dockerd handed the probe's container over
+    assert "--bundle" in created[0]["argv"]
+    api = DockerApi(dockerd.address)
+    assert api.request("GET", "/containers/json", query={"all": "1"}) == []
+    assert not api.image_exists("gpuready-probe:busybox")
+
+    removed = run_cli("unconfigure", "--engine", "docker", "--config", str(dockerd.config_path),
+                      "--docker-address", dockerd.address, "--reload")
+    assert removed.code == 0, removed.err
+    assert dockerd.config_path.read_bytes() == original
+    # the original has no "runtimes" key, and dockerd reloads runtimes only when the key is set:
+    # gpuready says the runtime stays loaded until a restart, and a restart drops it
+    assert "keeps runtime nvidia until it restarts" in removed.out
+    dockerd.stop()
+    dockerd.start()
+    assert "nvidia" not in docker_info(dockerd)["Runtimes"]
+    again = run_cli("unconfigure", "--engine", "docker", "--config", str(dockerd.config_path))
+    assert again.code == 0 and "not registered" in again.out
+    assert dockerd.config_path.read_bytes() == original
+
+
+def test_a_reload_dockerd_refuses_is_reported_not_claimed(dockerd: Dockerd) -> None:
+    """dockerd only logs a refused reload; gpuready must notice through /info."""
+    data = json.loads(dockerd.config_path.read_text())
+    data["runtimes"] = {"nvidia": {"path": str(dockerd.standin)}}
+    data["no-such-option"] = True  # dockerd refuses the whole file
+    dockerd.config_path.write_text(json.dumps(data, indent=2))
+    result = configure(dockerd, "--reload")
+    assert result.code == 2
+    assert "did not load" in result.err and "keeps runtimes" in result.err
+    assert "nvidia" not in docker_info(dockerd)["Runtimes"]
+    assert "don't match any configuration option: no-such-option" in dockerd.log_text()
+    lint = run_cli("lint", "--engine", "docker", str(dockerd.config_path))
+    assert lint.code == 1 and "docker-unknown-key" in lint.out
+
+
+def test_verify_reports_a_runtime_on_disk_that_dockerd_has_not_loaded(dockerd: Dockerd) -> None:
+    assert configure(dockerd).code == 0  # written, but no reload
+    result = run_cli("verify", "--live", "--engine", "docker", "--config",
+                     str(dockerd.config_path), "--docker-address", dockerd.address)
+    assert result.code == 1
+    assert "runtime nvidia is not live" in result.out and "reload dockerd" in result.out
+
+
+def test_enable_cdi_says_this_docker_does_not_read_it(dockerd: Dockerd) -> None:
+    """Debian's Docker 20.10 has no features.cdi: only the 'not supported' path is testable."""
+    result = configure(dockerd, "--enable-cdi")
+    assert result.code == 0, result.err
+    assert "does not read features.cdi" in result.out
+    assert "features" not in json.loads(dockerd.config_path.read_text())
+
+
+def test_verify_live_unreachable_socket_exits_3(tmp_path: Path) -> None:
+    config = tmp_path / "daemon.json"
+    config.write_text("{}\n")
+    result = run_cli("verify", "--live", "--engine", "docker", "--config", str(config),
+                     "--docker-address", f"unix://{tmp_path}/none.sock")
+    assert result.code == 3 and "cannot reach dockerd" in result.err
+
+
+def test_every_key_of_the_table_is_one_dockerd_reads(dockerd: Dockerd) -> None:
+    """The 20.10 key table, row by row, against the real dockerd: a reload with every key is not
+    refused for an unknown key, and one with a key outside the table is."""
+    everything = {key: None for key in sorted(KEYS_20_10)}
+    assert "don't match any configuration option" not in reload_outcome(dockerd, everything)
+    later = {**base_daemon_json(dockerd.folder), "cdi-spec-dirs": []}
+    assert "don't match any configuration option: cdi-spec-dirs" in reload_outcome(dockerd, later)
+
+
+def reload_outcome(daemon: Dockerd, data: dict) -> str:
+    """Write ``data`` as daemon.json, SIGHUP dockerd, and return what it logged about it."""
+    import signal
+    import time
+
+    count = daemon.reloads()
+    daemon.config_path.write_text(json.dumps(data))
+    os.kill(daemon.pid, signal.SIGHUP)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        log = daemon.log_text()
+        parts = log.split("Got signal to reload configuration")
+        if len(parts) > count + 1:
+            after = parts[count + 1]
+            if "Reloaded configuration" in after or "level=error" in after:
+                return after
+        time.sleep(0.1)
+    raise AssertionError(f"dockerd logged no outcome of the reload:\n{daemon.log_text()[-2000:]}")
