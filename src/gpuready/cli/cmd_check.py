@@ -49,24 +49,16 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run every contract check and print them."""
-    from dataclasses import replace
     from pathlib import PurePosixPath
 
     from gpuready.node import Node
-    from gpuready.owners.effective import current_effective_config
+    from gpuready.owners.effective import contract_view
     from gpuready.workflow.contract import NodeFiles, contract_checks
 
     node = Node(args.root)
-    files = NodeFiles.on(node, PurePosixPath(args.toolkit_dir))
-    read = files.read
     owner = common.detect_owner(args).owner
-    if not owner.owns_runtime_config:  # check the config the owner will generate, as setup did
-        files = replace(files, config=node.path(owner.config))
-        effective = current_effective_config(owner, node)
-
-        def read(path, _plain=files.read):
-            return effective if path == files.config else _plain(path)
-
+    # on an owned node: the config the owner will generate, as setup reported it
+    files, read = contract_view(owner, node, NodeFiles.on(node, PurePosixPath(args.toolkit_dir)))
     checks = contract_checks(files, args.runtime_name, read)
     ok = all(check.ok for check in checks)
     if args.format == "json":

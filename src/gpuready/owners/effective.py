@@ -128,3 +128,21 @@ def _merged_text_from(first: str, second: str, path) -> str:
         return tomlkit.dumps(merge_patch(tomllib.loads(first), tomllib.loads(second)))
     except tomllib.TOMLDecodeError as error:
         raise InputError(path, f"invalid TOML: {error}") from None
+
+
+def contract_view(owner: Owner, node: Node, files):
+    """The contract's files and a reader for them on a node whose config belongs to ``owner``:
+    the config is the one the owner makes containerd read, read as the owner will generate it
+    (:func:`current_effective_config`); every other file is read from disk. Plain containerd:
+    the contract's own files and reader."""
+    if owner.owns_runtime_config:
+        return files, files.read
+    from dataclasses import replace
+
+    owned = replace(files, config=node.path(owner.config))
+    effective = current_effective_config(owner, node)
+
+    def read(path):
+        return effective if path == owned.config else files.read(path)
+
+    return owned, read

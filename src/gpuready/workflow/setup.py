@@ -77,8 +77,12 @@ def run_setup(options: SetupOptions) -> SetupResult:
     if options.dry_run:
         return result
     fsio.apply_plans(result.plans, node=options.node)
-    files = NodeFiles.on(options.node, options.toolkit_dir)
-    result.checks = contract.contract_checks(files, options.request.name, files.read)
+    files, read = NodeFiles.on(options.node, options.toolkit_dir), None
+    if options.detection is not None:
+        from gpuready.owners.effective import contract_view
+
+        files, read = contract_view(options.detection.owner, options.node, files)
+    result.checks = contract.contract_checks(files, options.request.name, read or files.read)
     return result
 
 
