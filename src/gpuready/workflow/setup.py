@@ -8,8 +8,9 @@ from pathlib import Path, PurePosixPath
 from gpuready import fsio
 from gpuready.containerd import facts
 from gpuready.containerd.base import choose_base
+from gpuready.containerd.configure import ConfigureRequest, plan_configure
 from gpuready.containerd.document import load_config_text
-from gpuready.containerd.register import RuntimeRequest, plan_registration
+from gpuready.containerd.register import CGROUP_NOTE, RuntimeRequest
 from gpuready.fsio import backup_path
 from gpuready.kubernetes import runtimeclass
 from gpuready.node import Node
@@ -31,6 +32,7 @@ class SetupOptions:
     base: Path | None = None
     gpus: int | None = None
     dry_run: bool = False
+    enable_cri: bool = False
     detection: Detection | None = None  # who owns containerd (None: plain containerd)
 
     @property
@@ -57,11 +59,12 @@ class SetupResult:
     plans: list[Plan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    without_effect: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """True when every contract check passed."""
-        return all(check.ok for check in self.checks)
+        """True when every contract check passed and containerd will load the runtime."""
+        return all(check.ok for check in self.checks) and not self.without_effect
 
 
 def run_setup(options: SetupOptions) -> SetupResult:
@@ -100,7 +103,16 @@ def _run_steps(options: SetupOptions) -> SetupResult:
     _write_runtimeclass(files, staging, result, config)
     _write_report(files, staging, result, config)
     result.checks = contract.contract_checks(files, options.request.name, staging.read)
+    result.without_effect = _without_effect(options, files, staging)
     return result
+
+
+def _without_effect(options: SetupOptions, files: NodeFiles, staging: Staging) -> list[str]:
+    """Why containerd will not load the registered runtime (the CRI plugin disabled)."""
+    from gpuready.rules.effect import without_effect
+
+    return without_effect(files.config, staging.read(files.config), node=options.node,
+                          runtime_name=options.request.name)
 
 
 def _stage_and_register(
@@ -112,12 +124,15 @@ def _stage_and_register(
 
     def compute(current: str | None) -> Plan:
         text = current if base.keeps_existing and current is not None else base.text
-        planned = plan_registration(load_config_text(text, origin_path), options.request)
+        request = ConfigureRequest(options.request, enable_cri=options.enable_cri)
+        planned = plan_configure(load_config_text(text, origin_path), request)
         return Plan(files.config, current, planned.after, planned.summary, planned.notes)
 
     plan = staging.edit(files.config, compute)
-    result.notes.extend(plan.notes)
-    result.steps.append(Step(1, "base config", files.config, _staged(base, plan)))
+    # The cgroup verdict is a check of its own (the same as doctor's), not a note.
+    result.notes.extend(n for n in plan.notes if not n.startswith(CGROUP_NOTE))
+    staged = _staged(base, plan, dry_run=options.dry_run)
+    result.steps.append(Step(1, "base config", files.config, staged))
     result.steps.append(Step(2, "runtime section", files.config, plan.summary))
     config = contract.read_config_facts(
         staging.read(files.config), files.config, options.request.name
@@ -147,7 +162,7 @@ def _register_for_owner(
         node.writable(files.toolkit).mkdir(parents=True, exist_ok=True)
 
     def plan_now():
-        request = ConfigureRequest(runtime=options.request)
+        request = ConfigureRequest(runtime=options.request, enable_cri=options.enable_cri)
         return plan_for_owner(options.detection, node=node, request=request)
 
     owned = plan_now()
@@ -173,12 +188,12 @@ def _register_for_owner(
     return config
 
 
-def _staged(base, plan: Plan) -> str:
+def _staged(base, plan: Plan, *, dry_run: bool) -> str:
     if base.keeps_existing:
         return f"kept (base: {base.origin})"
     if plan.before is not None and plan.changes:
         return f"replaced the existing file (base: {base.origin}; backup: {backup_path(plan.path)})"
-    return f"staged (base: {base.origin})"
+    return f"{'would be staged' if dry_run else 'staged'} (base: {base.origin})"
 
 
 def _toml_value(value: object) -> str:
@@ -192,14 +207,16 @@ def _write_default(files, staging, result, config: contract.ConfigFacts) -> None
     plan = staging.write(files.default_txt, contract.default_txt(config), "default runtime")
     verdict = "runc, left as it is" if config.default_runtime == "runc" else (
         f"{config.default_runtime!r}, NOT runc: every pod without a RuntimeClass runs through it")
-    result.steps.append(Step(4, "default runtime", plan.path, f"{verdict} ({_written(plan)})"))
+    written = _written(plan, dry_run=staging.dry_run)
+    result.steps.append(Step(4, "default runtime", plan.path, f"{verdict} ({written})"))
 
 
 def _write_parsed(files, staging, result, config: contract.ConfigFacts) -> None:
     """Step 5: the version and runtime names, as tomllib reads the written config."""
     plan = staging.write(files.parsed_txt, contract.parsed_txt(config), "parsed config")
     detail = f"version {config.version}, runtimes {', '.join(config.runtimes)}"
-    result.steps.append(Step(5, "TOML validated", plan.path, f"{detail} ({_written(plan)})"))
+    written = _written(plan, dry_run=staging.dry_run)
+    result.steps.append(Step(5, "TOML validated", plan.path, f"{detail} ({written})"))
 
 
 def _write_cdi(options: SetupOptions, files, staging, result) -> None:
@@ -209,7 +226,7 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
     else:
         text = generate_cdi_spec(options.node, gpus=options.gpus)
         staging.write(files.cdi_spec, text, "CDI spec")
-        outcome = "generated"
+        outcome = "would be generated" if staging.dry_run else "generated"
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
     outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
@@ -223,7 +240,7 @@ def _write_runtimeclass(files, staging, result, config: contract.ConfigFacts) ->
     registered = "registered" if handler in config.runtimes else "NOT registered in config.toml"
     text = runtimeclass.render(config.runtime_name, handler)
     plan = staging.write(files.runtimeclass, text, "RuntimeClass")
-    outcome = f"handler {handler}, {registered} ({_written(plan)})"
+    outcome = f"handler {handler}, {registered} ({_written(plan, dry_run=staging.dry_run)})"
     result.steps.append(Step(7, "RuntimeClass", plan.path, outcome))
 
 
@@ -234,13 +251,16 @@ def _write_report(files, staging, result, config: contract.ConfigFacts) -> None:
     manifest = load_mapping(staging.read(files.runtimeclass), files.runtimeclass)
     plan = staging.write(files.report_txt, contract.report_txt(written, manifest.get("handler")),
                          "report")
-    result.steps.append(Step(8, "verification report", plan.path, _written(plan)))
+    written = _written(plan, dry_run=staging.dry_run)
+    result.steps.append(Step(8, "verification report", plan.path, written))
 
 
-def _written(plan: Plan) -> str:
+def _written(plan: Plan, *, dry_run: bool) -> str:
+    """What the step did to its file; in a dry run, what it would do."""
     if not plan.changes:
         return "unchanged"
-    return "created" if plan.before is None else "updated"
+    done = "created" if plan.before is None else "updated"
+    return f"would be {done}" if dry_run else done
 
 
 def generate_cdi_spec(node: Node, *, gpus: int | None) -> str:
