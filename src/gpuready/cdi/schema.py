@@ -169,7 +169,10 @@ class Decoder:
             if item is None and isinstance(kind.item, Struct):
                 self.problem(RULE_INVALID, Severity.ERROR, here, "empty list entry")
                 continue
-            items.append(self.decode(item, kind.item, here))
+            decoded = self.decode(item, kind.item, here)
+            if decoded is None and isinstance(kind.item, Struct):
+                continue  # not a mapping (already reported): nothing the checks can look into
+            items.append(decoded)
         return items
 
     def _map(self, value: Any, kind: MapOf, path: str) -> dict[str, Any]:
