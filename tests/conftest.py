@@ -6,6 +6,8 @@ Under CI=true a missing binary fails the test (CI must install it); elsewhere it
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,10 +15,28 @@ import pytest
 
 from gpuready.cri import probe_image
 from tests.harness.builds import ENV, Build, builds
-from tests.harness.containerd import Containerd, lab_config, short_tempdir
+from tests.harness.containerd import Containerd, lab_config, sandboxed, short_tempdir
 from tests.harness.replay import RecordedContainerd
 from tests.harness.standin import write_standin
-from tests.helpers import BUSYBOX, PROBE_IMAGE, nvidia_runtime, require
+from tests.helpers import (
+    BUSYBOX,
+    PROBE_IMAGE,
+    STANDIN_PATH,
+    nvidia_runtime,
+    require,
+    require_binary,
+)
+
+
+def pytest_configure(config) -> None:
+    """Put the running Python's scripts folder first on PATH, as activating its venv would.
+
+    The README runs the tests with ``.venv/bin/python -m pytest``, without activating the venv:
+    the tools installed with the test extra (``ansible-playbook``) are then found all the same.
+    """
+    scripts = str(Path(sys.executable).parent)
+    if os.environ.get("PATH", "").split(os.pathsep)[0] != scripts:
+        os.environ["PATH"] = scripts + os.pathsep + os.environ.get("PATH", "")
 
 
 def pytest_addoption(parser) -> None:
@@ -77,18 +97,36 @@ def probe_archive(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
+def config_dump(containerd_build) -> Callable[[Path], subprocess.CompletedProcess]:
+    """``config_dump(path)``: ``containerd --config PATH config dump`` by the build under test.
+
+    It loads the file (and its imports) over containerd's defaults and prints what containerd
+    would use; a runtime it cannot place is missing from the output.
+    """
+    binary = containerd_build.binary("containerd") or require_binary("containerd")
+
+    def dump(path: Path) -> subprocess.CompletedProcess:
+        return subprocess.run([binary, "--config", str(path), "config", "dump"],
+                              capture_output=True, text=True, timeout=60)
+
+    return dump
+
+
+@pytest.fixture
 def start_containerd(containerd_build) -> Iterator[Callable[..., Containerd]]:
     """A factory: ``start_containerd(runtimes=..., image=True, **lab_config options)``.
 
     Each daemon gets its own short folder, a stand-in runtime at ``folder/standin`` recording to
     ``folder/standin.log`` (use the string ``"STANDIN"`` as any option's value to point at it;
     ``"STANDIN-x"`` gets its own stand-in ``folder/standin-x`` logging to ``standin-x.log``), and
-    with ``image=True`` the probe image imported. All are stopped and removed afterwards.
+    with ``image=True`` the probe image imported. ``config_text`` replaces the lab config (its
+    paths moved into the folder; ``STANDIN_PATH`` in it becomes the stand-in's path). All are
+    stopped and removed afterwards.
     """
     require(binaries=("containerd", "runc", "ctr"))
     started: list[Containerd] = []
 
-    def start(*, runtimes=None, image=None, **options) -> Containerd:
+    def start(*, runtimes=None, image=None, config_text=None, **options) -> Containerd:
         folder = short_tempdir()
         write_standin(folder / "standin", log=folder / "standin.log")
         for entry in (runtimes or {}).values():
@@ -99,8 +137,12 @@ def start_containerd(containerd_build) -> Iterator[Callable[..., Containerd]]:
                     if not (folder / name).exists():
                         write_standin(folder / name, log=folder / f"{name}.log")
                     opts[key] = str(folder / name)
+        if config_text is not None:  # a whole config; STANDIN_PATH in it names the stand-in
+            text = sandboxed(config_text.replace(STANDIN_PATH, str(folder / "standin")), folder)
+        else:
+            text = lab_config(folder, runtimes=runtimes, **options)
         daemon = Containerd(
-            lab_config(folder, runtimes=runtimes, **options),
+            text,
             folder,
             binary=containerd_build.binary("containerd") or "containerd",
         )

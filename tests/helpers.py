@@ -53,6 +53,8 @@ def stage_fixture(root: Path, base: Path = LAB_BASE) -> Path:
 
 
 BUSYBOX = Path("/bin/busybox")
+# In a config given to the start_containerd fixture: replaced by the daemon's stand-in runtime.
+STANDIN_PATH = "/gpuready-test/standin"
 PROBE_IMAGE = "registry.k8s.io/pause:3.9"  # the lab config's sandbox_image
 
 

@@ -127,3 +127,27 @@ def test_json_status_is_the_one_every_command_uses(tmp_path, capsys, content, co
     assert (exit_code, report["status"], report["verdict"]) == (code, status, verdict)
     exit_code, out, _ = run_cli(["cdi", "list", "--format", "json", str(spec)], capsys)
     assert (exit_code, json.loads(out)["status"]) == (code, status)  # a named spec refused: 1
+
+
+def test_json_error_has_exit_code_and_error(tmp_path, capsys, monkeypatch):
+    import json
+
+    from tests.cli_runner import run_cli
+
+    missing = tmp_path / "missing.yaml"
+    result = run_cli(capsys, monkeypatch, "cdi", "validate", "--format", "json", str(missing))
+    report = json.loads(result.out)
+    assert result.code == 2
+    assert report["status"] == "error" and report["exit_code"] == 2
+    assert str(missing) in report["error"]
+    listed = json.loads(run_cli(capsys, monkeypatch, "cdi", "list", "--format", "json",
+                                str(missing)).out)
+    assert listed["exit_code"] == 2 and str(missing) in listed["error"]
+
+
+def test_every_case_where_the_loader_disagrees_with_the_text_says_why():
+    """A spec the loader accepts although its text says otherwise: valid, a warning, a reason."""
+    disagreeing = [c for c in CASES if c["file"].startswith("loader-") and c["valid"]]
+    assert len(disagreeing) == 3
+    for case in disagreeing:
+        assert case.get("reason") and case.get("warnings"), case["file"]

@@ -81,9 +81,9 @@ def test_cgroupfs_runc_gets_a_warning_and_inherit_follows_runc(tmp_path: Path) -
     config = tmp_path / "config.toml"
     shutil.copyfile(CONTAINERD_DATA / "containerd-1.6.20-default.toml", config)
     warned = run_cli("configure", "--config", str(config), "--dry-run")
-    assert "cgroup driver mismatch" in warned.out
+    assert "cgroup-driver-mismatch" in warned.out
     inherited = run_cli("configure", "--config", str(config), "--systemd-cgroup", "inherit")
-    assert "cgroup driver mismatch" not in inherited.out
+    assert "cgroup-driver-mismatch" not in inherited.out
     import tomllib
 
     data = tomllib.loads(config.read_text())

@@ -63,6 +63,8 @@ def test_configure_writes_a_drop_in_that_parses_and_names_the_runtime(node: Path
     assert run_cli("lint", "--engine", "crio", "--root", str(node)).code == 0
     doctor = run_cli("doctor", "--engine", "crio", "--root", str(node), "--format", "json")
     assert doctor.code == 0 and '"status": "ok"' in doctor.out
+    removed = run_cli("unconfigure", "--engine", "crio", "--root", str(node))
+    assert removed.code == 0 and not dropin(node).exists()  # gpuready created it: it goes
 
 
 def test_an_existing_drop_in_keeps_its_comments_and_comes_back(node: Path) -> None:

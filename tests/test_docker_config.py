@@ -191,6 +191,9 @@ def test_a_missing_file_is_created_and_its_writes_are_safe(tmp_path: Path) -> No
     assert json.loads(path.read_text()) == {"runtimes": {"nvidia": NVIDIA.entry()}}
     assert stat.S_IMODE(path.stat().st_mode) == 0o644
     assert "backup" not in result.out  # nothing existed to back up
+    removed = run_cli("unconfigure", "--engine", "docker", "--root", str(tmp_path))
+    assert removed.code == 0 and "remove the file gpuready created" in removed.out
+    assert not path.exists()
 
 
 def test_backup_mode_symlink_and_crlf_are_kept(tmp_path: Path) -> None:
@@ -236,3 +239,26 @@ def test_engine_errors_are_usage_errors() -> None:
 
     with pytest.raises(UsageError, match="unknown engine"):
         get("podman")
+
+
+def test_concurrent_runs_do_not_lose_an_edit(tmp_path: Path) -> None:
+    """Six configure runs at once, each with its own runtime: the lock keeps every one."""
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    path = tmp_path / "daemon.json"
+    path.write_text('{\n  "debug": true\n}\n')
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    names = [f"nvidia-{index}" for index in range(6)]
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "gpuready", "configure", "--engine", "docker",
+                          "--config", str(path), "--runtime-name", name],
+                         stdout=subprocess.DEVNULL, env=env)
+        for name in names
+    ]
+    assert [process.wait(timeout=120) for process in processes] == [0] * len(names)
+    data = json.loads(path.read_text())
+    assert set(names) <= set(data["runtimes"]) and data["debug"] is True
+

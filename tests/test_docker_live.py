@@ -180,3 +180,28 @@ def reload_outcome(daemon: Dockerd, data: dict) -> str:
                 return after
         time.sleep(0.1)
     raise AssertionError(f"dockerd logged no outcome of the reload:\n{daemon.log_text()[-2000:]}")
+
+
+def test_the_daemon_json_setup_writes_is_loaded_by_dockerd(dockerd: Dockerd) -> None:
+    """setup --engine docker on a copy of the daemon's file; the result, reloaded, is live."""
+    import signal
+
+    root = dockerd.folder / "node"
+    node_json = root / "etc" / "docker" / "daemon.json"
+    node_json.parent.mkdir(parents=True)
+    shutil.copyfile(dockerd.config_path, node_json)
+    result = run_cli("setup", "--engine", "docker", "--root", str(root), "--binary",
+                     str(dockerd.standin))
+    assert result.code == 0, result.out + result.err
+    shutil.copyfile(node_json, dockerd.config_path)
+    reloads = dockerd.reloads()
+    os.kill(dockerd.pid, signal.SIGHUP)
+    verified = None
+    for _ in range(50):
+        verified = run_cli("verify", "--live", "--engine", "docker", "--config",
+                           str(dockerd.config_path), "--docker-address", dockerd.address)
+        if verified.code == 0:
+            break
+    assert dockerd.reloads() > reloads
+    assert verified.code == 0, verified.out
+    assert docker_info(dockerd)["Runtimes"]["nvidia"]["path"] == str(dockerd.standin)

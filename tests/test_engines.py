@@ -50,12 +50,24 @@ def test_add_then_read_back_through_the_interface(name: str, tmp_path: Path) -> 
 
 @pytest.mark.parametrize("name", ["docker", "crio"])
 def test_remove_undoes_add(name: str, tmp_path: Path) -> None:
+    """The text comes back; a file gpuready created (no backup beside it) is removed."""
+    from gpuready.fsio import apply_plan
+
     engine = get(name)
     node = Node(tmp_path)
     path = seed(tmp_path, name)
-    before = path.read_text() if path.exists() else ""
-    path.write_text(engine.plan_add_runtime(path, RuntimeChange("nvidia", "/x"), node=node).after)
-    assert engine.plan_remove_runtime(path, "nvidia", node=node).after == before
+    before = path.read_text() if path.exists() else None
+    apply_plan(engine.plan_add_runtime(path, RuntimeChange("nvidia", "/x"), node=node), node=node)
+    [plan] = engine.plan_remove_runtime(path, "nvidia", node=node)
+    assert plan.after == before
+
+
+def test_containerd_removal_goes_through_the_record(tmp_path: Path) -> None:
+    """containerd's unconfigure takes back what its record says; without one, nothing."""
+    engine = get("containerd")
+    node = Node(tmp_path)
+    path = seed(tmp_path, "containerd")
+    assert engine.plan_remove_runtime(path, "nvidia", node=node) == []
 
 
 def test_detection(tmp_path: Path) -> None:

@@ -39,3 +39,26 @@ def test_help_ends_with_examples_that_parse(command, capsys):
         assert argv[0] == "gpuready" and argv[1 : 1 + len(command)] == command, argv
         args = build_parser().parse_args(argv[1:])
         assert callable(args.handler), argv
+
+
+def _all_commands() -> list[list[str]]:
+    """Every command and sub-command the parser knows."""
+    import argparse
+
+    found = []
+
+    def walk(parser, prefix):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found.append([*prefix, name])
+                    walk(sub, [*prefix, name])
+
+    walk(build_parser(), [])
+    return found
+
+
+@pytest.mark.parametrize("command", _all_commands(), ids=" ".join)
+def test_help_shows_no_source_markup(command, capsys):
+    text = help_text(command, capsys)
+    assert "``" not in text, text

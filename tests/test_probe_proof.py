@@ -157,3 +157,56 @@ def test_camel_case_binary_lints_clean_and_shows_live(capsys, monkeypatch, start
     row = next(line for line in result.out.splitlines() if line.strip().startswith("nvidia"))
     assert f"{daemon.folder / 'standin'} (as binaryName)" in row
     assert "as configured" in result.out
+
+
+def test_probe_image_build_on_the_running_releases_own_default(
+    capsys, monkeypatch, start_containerd, containerd_build, tmp_path
+):
+    """`containerd config default` of the build under test (1.6: version 2 and sandbox_image;
+    2.3: version 4 and pinned_images.sandbox), the GPU runtime registered by gpuready, no pause
+    image on the node: --probe-image build names, builds and imports it, and the probe proves
+    the stand-in ran."""
+    import subprocess
+
+    from tests.helpers import STANDIN_PATH
+
+    binary = containerd_build.binary("containerd") or "containerd"
+    default = subprocess.run([binary, "config", "default"], capture_output=True, text=True,
+                             timeout=60, check=True).stdout
+    config = tmp_path / "config.toml"
+    config.write_text(default)
+    configured = run_cli(capsys, monkeypatch, "configure", "--config", str(config), "--binary",
+                         STANDIN_PATH)
+    assert configured.code == 0, configured.out + configured.err
+    daemon = start_containerd(config_text=config.read_text())
+    result = verify(capsys, monkeypatch, daemon.address, daemon.config_path, "--probe",
+                    "--probe-image", "build", "--format", "json")
+    report = json.loads(result.out)
+    assert result.code == 0, result.out + result.err
+    assert report["pause_image"]["built"] is True
+    assert report["probe"]["proof"] == "proven"
+    assert report["probe"]["decoded"]["binary_name"] == str(daemon.folder / "standin")
+
+
+@pytest.mark.parametrize("release", ["2.1.9", "2.3.4"])
+def test_2x_live_keys_and_enable_cdi_default(capsys, monkeypatch, replay_containerd, release,
+                                            tmp_path):
+    """2.x's live config spells runtimeType/defaultRuntimeName/enableCDI as recorded, and has
+    CDI on by default: a file without enable_cdi agrees, one with enable_cdi = false does not."""
+    server = replay_containerd(release)
+    result = verify(capsys, monkeypatch, server.address, config_used(release), "--runtime-name",
+                    "pascal", "--format", "json")
+    checks = {c["check"]: c for c in json.loads(result.out)["checks"]}
+    assert result.code == 0, result.out
+    assert checks["runtime-type"]["live"] == "io.containerd.runc.v2"
+    assert checks["default-runtime"]["live"] == "runc"
+    assert (checks["enable-cdi"]["on_disk"], checks["enable-cdi"]["live"]) == (True, True)
+    off = tmp_path / "config.toml"
+    off.write_text(config_used(release).read_text().replace(
+        '[plugins."io.containerd.cri.v1.runtime"]\n',
+        '[plugins."io.containerd.cri.v1.runtime"]\n  enable_cdi = false\n', 1))
+    result = verify(capsys, monkeypatch, server.address, off, "--runtime-name", "pascal",
+                    "--format", "json")
+    checks = {c["check"]: c for c in json.loads(result.out)["checks"]}
+    assert result.code == 1
+    assert checks["enable-cdi"]["outcome"] == "failed"

@@ -89,7 +89,7 @@ def test_check_passes_after_setup(node: Path) -> None:
     run_cli("setup", "--root", str(node))
     result = run_cli("check", "--root", str(node))
     assert result.code == 0, result.out
-    assert result.out.splitlines()[-1] == "16 passed, 0 failed"
+    assert result.out.splitlines()[-1] == "17 passed, 0 failed"
 
 
 def test_setup_uses_the_shipped_base_when_nothing_else_exists(tmp_path: Path) -> None:

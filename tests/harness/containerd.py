@@ -36,13 +36,22 @@ def sandboxed(config_text: str, folder: Path) -> str:
     """``config_text`` with containerd's own paths moved into ``folder``, ready to start here.
 
     The CRI plugin gets ``restrict_oom_score_adj = true``: containerd's sandbox lowers
-    oom_score_adj otherwise, which unprivileged or nested test machines refuse.
+    oom_score_adj otherwise, which unprivileged or nested test machines refuse. ``imports`` are
+    dropped (a release's default imports the machine's /etc/containerd/conf.d). In a version 4
+    file the sockets are set on the server plugins, since containerd 2.3 ignores a top-level
+    ``[grpc]`` there (it would serve the machine's default socket).
     """
     document = tomlkit.parse(config_text)
     document["root"] = str(folder / "root")
     document["state"] = str(folder / "state")
-    document.setdefault("grpc", tomlkit.table())["address"] = str(folder / "c.sock")
+    document.pop("imports", None)
     plugins = document.setdefault("plugins", tomlkit.table())
+    if document.get("version", 1) >= 4:
+        for server, address in (("grpc", "c.sock"), ("ttrpc", "c.sock.ttrpc")):
+            table = plugins.setdefault(f"io.containerd.server.v1.{server}", tomlkit.table())
+            table["address"] = str(folder / address)
+    else:
+        document.setdefault("grpc", tomlkit.table())["address"] = str(folder / "c.sock")
     plugins["io.containerd.internal.v1.opt"] = {"path": str(folder / "opt")}
     plugins[spec_for(document.get("version", 1)).cri_plugin]["restrict_oom_score_adj"] = True
     return tomlkit.dumps(document)

@@ -3,11 +3,18 @@
 The loader decodes JSON and YAML alike with a strict YAML decoder: a syntax error, a duplicate
 key, or a document that is not a mapping refuses the file. Those come back as problems; a file
 that cannot be read at all (missing, a folder, not UTF-8) raises :class:`InputError`.
+
+Two consequences of that decoder, which the loader (container-device-interface v1.1.0) shows and
+this module follows, each with a warning since the text says otherwise: a YAML spec saved with a
+``.json`` extension loads (the decoder is YAML whatever the extension), and a YAML document ended
+by a ``...`` marker loads with whatever follows the marker ignored (only the first document is
+decoded).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +27,10 @@ from gpuready.problems import Problem, Severity
 from gpuready.yamlfile import yaml_error
 
 RULE_INVALID = "cdi-spec-invalid"
+RULE_STRICT = "cdi-spec-strict"
 Position = tuple[int, int]
+# A document end marker at the start of a line (a comment may follow it).
+_DOCUMENT_END = re.compile(r"^\.\.\.[ \t]*(?:#.*)?$", re.MULTILINE)
 
 
 @dataclass
@@ -37,20 +47,68 @@ def load_spec_file(path: Path, *, node: Node = HOST) -> SpecDocument:
     """Read (through ``node``) and parse ``path``: JSON for ``*.json``, YAML for the rest."""
     text = node.read_text(path, kind=FileKind.CDI_SPEC)
     if path.suffix == ".json":
-        return parse_json(text, str(path))
+        return parse_json_file(text, str(path))
     return parse_yaml(text, str(path))
 
 
+def parse_json_file(text: str, file: str) -> SpecDocument:
+    """A ``*.json`` spec: JSON, or (as the loader's YAML decoder reads it) YAML, with a warning."""
+    document = parse_json(text, file)
+    if document.data is not None or not _is_json_syntax_error(document):
+        return document
+    as_yaml = parse_yaml(text, file)
+    if as_yaml.data is None:
+        return document
+    json_error = document.problems[0]
+    if text.lstrip().startswith(("{", "[")):
+        message = (f"{json_error.message} (line {json_error.line}); the CDI loader decodes "
+                   "specs as YAML, which reads this text")
+        fix = "write valid JSON"
+    else:
+        message = "the file is YAML, not JSON: the CDI loader decodes every spec as YAML"
+        fix = f"rename it to {Path(file).stem}.yaml"
+    as_yaml.problems.insert(0, Problem(RULE_STRICT, Severity.WARNING, message, file,
+                                       line=json_error.line, column=json_error.column, fix=fix))
+    return as_yaml
+
+
+def _is_json_syntax_error(document: SpecDocument) -> bool:
+    return any(p.message.startswith("invalid JSON:") for p in document.problems)
+
+
+def first_document(text: str) -> tuple[str, int | None]:
+    """The text up to a ``...`` end marker followed by more content, and the marker's line.
+
+    ``(text, None)`` when there is no such marker: nothing is cut.
+    """
+    for match in _DOCUMENT_END.finditer(text):
+        rest = text[match.end():]
+        if any(line.strip() and not line.lstrip().startswith("#") for line in rest.splitlines()):
+            return text[: match.end()] + "\n", text.count("\n", 0, match.start()) + 1
+    return text, None
+
+
 def parse_yaml(text: str, file: str) -> SpecDocument:
-    """Parse YAML text (within bounds): values and positions from one composed document."""
+    """Parse YAML text (within bounds): values and positions from the first composed document.
+
+    Text after a ``...`` document end marker is ignored, as the loader ignores it, with a
+    warning.
+    """
+    first, marker_line = first_document(text)
     try:
-        node = yamlfile.safe_compose(text)
+        node = yamlfile.safe_compose(first)
         data = yamlfile.construct(node)
     except yaml.YAMLError as error:
         return SpecDocument(file, None, problems=[_yaml_syntax_problem(error, file)])
     document = SpecDocument(file, data)
     if node is not None:
         _record_positions(node, "", document, depth=0)
+    if marker_line is not None:
+        document.problems.append(Problem(
+            RULE_STRICT, Severity.WARNING,
+            f"text after the document end marker '...' on line {marker_line} is ignored: the "
+            "CDI loader decodes only the first document", file, line=marker_line + 1, column=1,
+            fix="remove the marker and what follows it, or move that text into its own file"))
     return document
 
 

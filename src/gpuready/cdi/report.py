@@ -44,12 +44,14 @@ def render_validation(found: Scan, *, fmt: str = "text") -> str:
     """The validation report as text (one line per problem) or JSON (always with a status).
 
     JSON ``status`` is ``ok``, ``failed`` (a spec the loader refuses) or ``error`` (unreadable
-    input), like every gpuready command; ``verdict`` says ``valid``, ``invalid`` or
-    ``unreadable``.
+    input), with ``exit_code``, and ``error`` when it is an error, like every gpuready command;
+    ``verdict`` says ``valid``, ``invalid`` or ``unreadable``.
     """
     if fmt == "json":
         return json.dumps({
             "status": status(found),
+            "exit_code": validation_exit_code(found),
+            **_error(found),
             "verdict": verdict(found),
             "files": [str(spec.path) for spec in found.specs],
             "problems": [p.to_dict() for p in found.problems],
@@ -59,6 +61,13 @@ def render_validation(found: Scan, *, fmt: str = "text") -> str:
     lines += [f"{error.message()}: unreadable" for error in found.unreadable]
     lines.append(_summary(found))
     return "\n".join(lines) + "\n"
+
+
+def _error(found: Scan) -> dict[str, str]:
+    """``{"error": ...}`` naming every unreadable input, or nothing."""
+    if not found.unreadable:
+        return {}
+    return {"error": "; ".join(f"{e.message()}: unreadable" for e in found.unreadable)}
 
 
 def problem_line(problem: Problem) -> str:
@@ -94,6 +103,7 @@ def render_devices(found: Scan, *, fmt: str = "text", code: int = 0) -> str:
     devices = sorted(found.devices.values(), key=lambda d: natural_key(d.name))
     if fmt == "json":
         return json.dumps({"status": {0: "ok", 1: "failed", 2: "error"}[code],
+                           "exit_code": int(code), **_error(found),
                            "devices": [{"name": d.name, "file": str(d.file)} for d in devices]},
                           indent=2) + "\n"
     if not devices:

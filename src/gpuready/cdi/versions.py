@@ -36,15 +36,28 @@ def is_known_version(version: str) -> bool:
     return version.removeprefix("v") in KNOWN_VERSIONS
 
 
-def requirements(spec: dict[str, Any]) -> list[Requirement]:
+def requirements(spec: dict[str, Any], *, as_loader: bool = False) -> list[Requirement]:
     """Every feature in ``spec`` that needs a version above the earliest, with its field path.
 
     ``spec`` is a decoded spec (missing fields absent or empty). Device names that start with a
     character other than a letter count from 0.5.0 on, exactly as the loader checks them.
+
+    ``as_loader``: what the Go loader (container-device-interface v1.1.0, ``ValidateVersion``)
+    actually sees. Its 0.4.0 (mount ``type``) and 0.5.0 (device node ``hostPath``) checks
+    collect each device's edits through a pointer to the loop variable, which in Go modules
+    declared before Go 1.22 is one variable: every pointer ends on the last device, so only the
+    last device's edits (and the spec's own) count there. Without it: what the text needs.
     """
     found: list[Requirement] = []
-    for prefix, edits in _all_edits(spec):
-        found.extend(_edit_requirements(prefix, edits))
+    every = _all_edits(spec)
+    captured = every
+    if as_loader:
+        devices = [item for item in every if item[0].startswith("devices[")]
+        captured = devices[-1:] + [item for item in every if item[0] == "containerEdits"]
+    for prefix, edits in every:
+        found.extend(_edit_requirements(prefix, edits, captured=False))
+    for prefix, edits in captured:
+        found.extend(_edit_requirements(prefix, edits, captured=True))
     if _non_empty_map(spec.get("annotations")):
         found.append(Requirement("0.6.0", "annotations", "spec annotations"))
     vendor, class_ = parse_qualifier(_text(spec.get("kind")))
@@ -63,19 +76,22 @@ def requirements(spec: dict[str, Any]) -> list[Requirement]:
     return found
 
 
-def minimum_version(spec: dict[str, Any]) -> str:
-    """The lowest ``cdiVersion`` the loader accepts for ``spec``'s content."""
+def minimum_version(spec: dict[str, Any], *, as_loader: bool = False) -> str:
+    """The lowest ``cdiVersion`` ``spec``'s content needs (``as_loader``: that the loader
+    asks; the generator declares what the text needs, which the loader always accepts)."""
     best = EARLIEST_VERSION
-    for requirement in requirements(spec):
+    for requirement in requirements(spec, as_loader=as_loader):
         if version_key(requirement.version) > version_key(best):
             best = requirement.version
     return best
 
 
-def strongest_requirement(spec: dict[str, Any]) -> Requirement | None:
+def strongest_requirement(spec: dict[str, Any], *, as_loader: bool = False) -> Requirement | None:
     """The first requirement asking for :func:`minimum_version`, or None at the earliest."""
-    needed = minimum_version(spec)
-    return next((r for r in requirements(spec) if r.version == needed), None)
+    needed = minimum_version(spec, as_loader=as_loader)
+    return next(
+        (r for r in requirements(spec, as_loader=as_loader) if r.version == needed), None
+    )
 
 
 def is_letter(char: str) -> bool:
@@ -91,15 +107,23 @@ def parse_qualifier(kind: str) -> tuple[str, str]:
     return vendor, class_
 
 
-def _edit_requirements(prefix: str, edits: dict[str, Any]) -> list[Requirement]:
+def _edit_requirements(
+    prefix: str, edits: dict[str, Any], *, captured: bool
+) -> list[Requirement]:
+    """The requirements of one edits table: the loop-captured checks (0.4.0, 0.5.0) or the
+    others."""
     found = []
-    for index, mount in enumerate(_list(edits.get("mounts"))):
-        if isinstance(mount, dict) and _text(mount.get("type")):
-            found.append(Requirement("0.4.0", f"{prefix}.mounts[{index}].type", "a mount type"))
-    for index, node in enumerate(_list(edits.get("deviceNodes"))):
-        if isinstance(node, dict) and _text(node.get("hostPath")):
-            found.append(Requirement("0.5.0", f"{prefix}.deviceNodes[{index}].hostPath",
-                                     "a device node hostPath"))
+    if captured:
+        for index, mount in enumerate(_list(edits.get("mounts"))):
+            if isinstance(mount, dict) and _text(mount.get("type")):
+                found.append(
+                    Requirement("0.4.0", f"{prefix}.mounts[{index}].type", "a mount type")
+                )
+        for index, node in enumerate(_list(edits.get("deviceNodes"))):
+            if isinstance(node, dict) and _text(node.get("hostPath")):
+                found.append(Requirement("0.5.0", f"{prefix}.deviceNodes[{index}].hostPath",
+                                         "a device node hostPath"))
+        return found
     if _list(edits.get("additionalGids")):
         found.append(Requirement("0.7.0", f"{prefix}.additionalGids", "additionalGids"))
     rdt = edits.get("intelRdt")

@@ -11,6 +11,12 @@ import argparse
 
 from gpuready.cli import common
 
+DESCRIPTION = """\
+validate refuses exactly what the CDI loader refuses (and warns where SPEC.md is stricter);
+generate writes an NVIDIA spec, also on a node whose GPUs are not visible yet (--gpus N,
+--inventory FILE); list prints the fully-qualified devices a runtime would see.
+"""
+
 VALIDATE_EPILOG = """\
 Without PATH, reads /etc/cdi then /var/run/cdi under --root, as the CDI cache does: only *.json
 and *.yaml files directly inside, a later folder overriding an earlier one, and the same device
@@ -69,7 +75,7 @@ def register(subparsers) -> None:
     """Add ``cdi`` with its ``validate``, ``generate`` and ``list`` sub-commands."""
     parser = common.add_command(
         subparsers, "cdi", help="validate, generate and list CDI specs (no GPU needed)",
-        description=__doc__.split("\n\n", 1)[1], epilog=CDI_EPILOG)
+        description=DESCRIPTION, epilog=CDI_EPILOG)
     actions = parser.add_subparsers(dest="cdi_command", metavar="ACTION")
     parser.set_defaults(handler=lambda args: _usage(parser))
     _register_validate(actions)

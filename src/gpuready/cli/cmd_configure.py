@@ -39,7 +39,9 @@ in place or drop-in:
 
 exit codes:
   0  registered, or already registered
-  1  --restart: refused before writing, or rolled back (every file put back, containerd
+  1  written, but containerd will not load it: disabled_plugins turns the CRI plugin off
+     (--enable-cri fixes that), or containerd does not read this file (no imports entry);
+     or --restart refused before writing, or rolled back (every file put back, containerd
      restarted on them)
   2  bad input (not TOML, unknown version, unreadable file); nothing was written
 
@@ -47,6 +49,7 @@ examples:
   gpuready configure --dry-run
   gpuready configure --config /etc/containerd/config.toml --runtime-name nvidia
   gpuready configure --enable-cdi --format json
+  gpuready configure --enable-cri                  # on a node whose containerd came with Docker
   gpuready configure --drop-in --dry-run
   gpuready configure --restart --probe
   gpuready configure --restart --restart-command 'rc-service containerd restart'
@@ -135,6 +138,12 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
         choices=("true", "false", "inherit"),
         default="true",
         help="SystemdCgroup of the runtime: true (default), false, or inherit runc's setting",
+    )
+    parser.add_argument(
+        "--enable-cri",
+        action="store_true",
+        help="take the CRI plugin out of disabled_plugins (Docker's containerd.io package "
+        "disables it); other disabled plugins stay",
     )
 
 
@@ -229,8 +238,11 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
             plans.append(plan_record(target, plans, request=request, drop_in=None))
         written = [] if args.dry_run else write(plans, node=target)
     changed = written and written[0].path == owned.target
+    without_effect = _without_effect(owned.plan, owned.target, node=node,
+                                     runtime_name=args.runtime_name) if owned.plan else []
     report = {
-        "status": "ok",
+        "status": "failed" if without_effect else "ok",
+        "without_effect": without_effect,
         "owner": detection.owner.name,
         "file": str(owned.target),
         "changed": owned.changes,
@@ -245,7 +257,14 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
     if args.enable_cdi:
         report["notes"].append(cdi_support_note())
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    return 0
+    return 1 if without_effect else 0
+
+
+def _without_effect(plan, path, *, node, runtime_name: str) -> list[str]:
+    """Why containerd will not load the runtime as the file will be (empty when it will)."""
+    from gpuready.rules.effect import without_effect
+
+    return without_effect(path, plan.after, node=node, runtime_name=runtime_name)
 
 
 def configure_request(args: argparse.Namespace):
@@ -256,6 +275,7 @@ def configure_request(args: argparse.Namespace):
         runtime=runtime_request(args),
         enable_cdi=args.enable_cdi,
         set_as_default=args.set_as_default,
+        enable_cri=args.enable_cri,
     )
 
 
@@ -289,5 +309,7 @@ def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> Non
         print(f"note: {note}")
     if report["backup"]:
         print(f"backup of the original: {report['backup']}")
+    for reason in report.get("without_effect", ()):
+        print(f"gpuready: error: {reason}", file=sys.stderr)
     if report.get("record"):
         print(f"record of what gpuready changed: kept in {report['record']}")

@@ -31,13 +31,15 @@ changes no byte.
 EPILOG = """\
 exit codes:
   0  done, and every check of the contract passed
-  1  a check failed (the report says which value is wrong)
+  1  a check failed (the report says which value is wrong), or containerd will not load the
+     runtime: disabled_plugins turns the CRI plugin off (--enable-cri fixes that)
   2  bad input or usage; nothing was written
 
 examples:
   gpuready setup --root /tmp/node --dry-run
   gpuready setup --root /tmp/node && cat /tmp/node/root/toolkit/report.txt
   gpuready setup --gpus 8 --format json
+  gpuready setup --engine docker --root /tmp/workstation
 """
 
 
@@ -51,6 +53,7 @@ def register(subparsers) -> None:
         epilog=EPILOG,
     )
     common.add_root(parser)
+    common.add_distribution(parser)
     parser.add_argument("--base", metavar="FILE", help="the base config to start from")
     add_runtime_options(parser)
     common.add_default_confirmation(parser, what="registering under the default runtime's name")
@@ -71,6 +74,11 @@ def register(subparsers) -> None:
     )
     common.add_dry_run(parser)
     common.add_format(parser)
+    parser.add_argument(
+        "--engine", choices=("containerd", "docker"), default="containerd",
+        help="containerd (the contract's engine, default) or docker: the same eight steps where "
+        "they apply to Docker; the others say why not, and report.txt says N/A (docker)",
+    )
     parser.set_defaults(handler=run)
 
 
@@ -81,6 +89,14 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.node import Node
     from gpuready.workflow.setup import SetupOptions, run_setup
 
+    if args.engine == "docker":
+        from gpuready.errors import UsageError
+        from gpuready.workflow.docker_setup import run_docker_setup as run_setup
+
+        if args.base:
+            raise UsageError("--base is containerd's: with --engine docker the existing "
+                             "daemon.json is kept (or {} created)")
+
     node = Node(args.root)
     node.check_root()
     options = SetupOptions(
@@ -90,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
         base=Path(args.base) if args.base else None,
         gpus=args.gpus,
         dry_run=args.dry_run,
+        enable_cri=args.enable_cri,
+        detection=common.detect_owner(args),
     )
     result = run_setup(options)
     if args.format == "json":
@@ -108,14 +126,20 @@ def _print_text(result, *, dry_run: bool) -> None:
     for note in result.notes:
         print(f"note: {note}")
     failed = [check for check in result.checks if not check.ok]
+    warned = [check for check in result.checks if check.ok and check.warning]
+    for check in warned:
+        print(f"warning: {check.detail}\n     fix: {check.fix}")
     for check in failed:
         print(f"FAIL {check.name}: {check.detail}\n     fix: {check.fix}")
     verdict = "would pass" if dry_run else "passed"
+    warnings = f", {len(warned)} with a warning" if warned else ""
     if failed:
-        print(f"{len(failed)} of {len(result.checks)} checks failed")
+        print(f"{len(failed)} of {len(result.checks)} checks failed{warnings}")
     else:
-        print(f"all {len(result.checks)} checks {verdict}" + (" (dry run: nothing written)"
-                                                           if dry_run else ""))
+        print(f"all {len(result.checks)} checks {verdict}{warnings}" + (
+            " (dry run: nothing written)" if dry_run else ""))
+    for reason in result.without_effect:
+        print(f"gpuready: error: {reason}", file=sys.stderr)
 
 
 def _as_json(result, *, dry_run: bool) -> dict:
@@ -128,5 +152,6 @@ def _as_json(result, *, dry_run: bool) -> dict:
         ],
         "notes": result.notes,
         "checks": [vars(check) for check in result.checks],
+        "without_effect": result.without_effect,
         "changed_files": [str(plan.path) for plan in result.plans if plan.changes],
     }

@@ -19,7 +19,8 @@ guesses what it added. A second run finds no record and changes nothing.
 
 For Docker (--engine docker) the runtimes entry in daemon.json goes (and "runtimes" when it is
 left empty, and a "default-runtime" naming it, which dockerd would refuse); for CRI-O its table
-in the drop-in. A file gpuready changed and nobody edited since gets its original bytes back.
+in the drop-in. A file gpuready changed and nobody edited since gets its original bytes back;
+a daemon.json or drop-in gpuready created, left empty, is removed.
 """
 
 EPILOG = """\

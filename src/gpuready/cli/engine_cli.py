@@ -80,25 +80,28 @@ def unconfigure(args: argparse.Namespace, name: str) -> int:
     from gpuready.engines import get
 
     engine = get(name)
-    return _apply(args, engine,
-                  lambda path, node: engine.plan_remove_runtime(path, args.runtime_name,
-                                                                node=node), [])
+    def planner(path, node):
+        [plan] = engine.plan_remove_runtime(path, args.runtime_name, node=node)
+        return plan
+
+    return _apply(args, engine, planner, [])
 
 
 def _apply(args, engine, planner, notes: list[str]) -> int:
-    from gpuready.fsio import apply_plan, backup_path, locked
+    from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
 
     node = Node(args.root)
     path = Path(args.config) if args.config else engine.config_path(node)
     with locked(path, node=node):
         plan = planner(path, node)
-        written = False if args.dry_run else apply_plan(plan, node=node)
+        written = False if args.dry_run else _write(plan, node)
     report = {
         "status": "ok", "engine": engine.facts.name, "file": str(path), "changed": plan.changes,
         "written": written, "summary": plan.summary, "advice": None,
         "notes": [*plan.notes, *notes],
-        "backup": str(backup_path(path)) if written and plan.before is not None else None,
+        "backup": (str(backup_path(path)) if written and plan.before is not None
+                   and plan.after is not None else None),
         "diff": plan.diff(),
     }
     if getattr(args, "reload", False) and not args.dry_run:
@@ -109,6 +112,13 @@ def _apply(args, engine, planner, notes: list[str]) -> int:
     if report.get("reload") and args.format != "json":
         print(f"reloaded: {report['reload']}")
     return 0
+
+
+def _write(plan, node) -> bool:
+    """Write (or, for a file gpuready created and emptied, remove) under the held lock."""
+    from gpuready.fsio import apply_plan, remove_planned
+
+    return remove_planned(plan, node=node) if plan.after is None else apply_plan(plan, node=node)
 
 
 def _reload(args, engine, path: Path, node) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.document import ConfigFile, load_config_text
-from gpuready.containerd.edit import UneditableTableError, set_value
+from gpuready.containerd.edit import UneditableTableError, remove_items, set_value
 from gpuready.containerd.register import RuntimeRequest, plan_registration
 from gpuready.containerd.versions import render_key_path, spec_of
 from gpuready.errors import InputError
@@ -31,6 +31,7 @@ class ConfigureRequest:
     runtime: RuntimeRequest
     enable_cdi: bool = False
     set_as_default: bool = False
+    enable_cri: bool = False
 
 
 def plan_configure(
@@ -43,6 +44,8 @@ def plan_configure(
     parts: list[Callable[[ConfigFile], Plan]] = [
         lambda current: plan_registration(current, request.runtime, context=context)
     ]
+    if request.enable_cri:
+        parts.append(plan_enable_cri)
     if request.enable_cdi:
         parts.append(plan_enable_cdi)
     if request.set_as_default:
@@ -65,6 +68,21 @@ def plan_enable_cdi(config: ConfigFile) -> Plan:
         return Plan(config.path, config.text, config.text, f"CDI already enabled in [{header}]")
     after = _set_values(config, spec.cri_path, wanted, what="enable CDI")
     return Plan(config.path, config.text, after, f"enable CDI in [{header}]")
+
+
+def plan_enable_cri(config: ConfigFile) -> Plan:
+    """Take the CRI plugin's IDs out of ``disabled_plugins``; every other entry stays."""
+    disabled = facts.disabled_cri_plugins(config.data)
+    if not disabled:
+        return Plan(config.path, config.text, config.text, "CRI plugin already enabled")
+    try:
+        edit = remove_items(without_bom(config.text), ("disabled_plugins",),
+                            frozenset(disabled))
+    except UneditableTableError as error:
+        raise InputError(config.path, f"cannot enable the CRI plugin: {error}") from None
+    shown = ", ".join(repr(item) for item in dict.fromkeys(disabled))
+    return Plan(config.path, config.text, restyle(config.text, edit.text),
+                f"enable the CRI plugin (removed {shown} from disabled_plugins)")
 
 
 def plan_default_runtime(config: ConfigFile, name: str) -> Plan:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpuready.containerd.hints import hint_for
 from gpuready.errors import InputError
 from gpuready.node import HOST, FileKind, Node
 from gpuready.textfile import restyle, without_bom
@@ -82,21 +83,25 @@ def _too_deep(text: str, start: int, path: Path | str) -> InputError:
 
 
 def toml_error(message: str, text: str, path: Path | str) -> InputError:
-    """Turn a ``tomllib`` message, whose position is inside parentheses, into an InputError."""
+    """Turn a ``tomllib`` message, whose position is inside parentheses, into an InputError.
+
+    A known mistake on the line the parser stopped at (doubled quotes, an unquoted dotted ID, a
+    template placeholder) adds a hint beside the parser's message.
+    """
     match = _POSITION.search(message)
-    if match:
-        reason = message[: match.start()]
-        return InputError(
-            path, f"invalid TOML: {reason}", line=int(match.group(1)), column=int(match.group(2))
-        )
     end = _END_OF_DOCUMENT.search(message)
-    if end:
+    if match:
+        reason, line, column = message[: match.start()], int(match.group(1)), int(match.group(2))
+    elif end:
+        reason = message[: end.start()]
         line = text.count("\n") + 1
         column = len(text) - (text.rfind("\n") + 1) + 1
-        return InputError(
-            path, f"invalid TOML: {message[: end.start()]}", line=line, column=column
-        )
-    return InputError(path, f"invalid TOML: {message}")
+    else:
+        return InputError(path, f"invalid TOML: {message}")
+    lines = text.splitlines()
+    hint = hint_for(lines[line - 1]) if 0 < line <= len(lines) else None
+    reason += f"; hint: {hint}" if hint else ""
+    return InputError(path, f"invalid TOML: {reason}", line=line, column=column)
 
 
 def load_config(path: Path, *, node: Node = HOST) -> ConfigFile:

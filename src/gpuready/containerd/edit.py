@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpuready.containerd.layout import Entry, Header, Layout, scan
+from gpuready.containerd.layout import Entry, Header, Layout, array_items, scan
 from gpuready.containerd.versions import KeyPath, render_key_path
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -110,6 +110,44 @@ def set_value(text: str, path: KeyPath, value: Any) -> Edit:
         edit = _insert(layout, data, path, value)
     _verify(text, data, edit, path, value)
     return edit
+
+
+def remove_items(text: str, path: KeyPath, unwanted: frozenset[str]) -> Edit:
+    """Take the strings in ``unwanted`` out of the array at ``path``, keeping everything else.
+
+    An item alone on its line goes with its line; otherwise it goes with one comma beside it.
+    """
+    data = _parse(text)
+    entry = scan(text).value(path)
+    if entry is None or text[entry.value_start] != "[":
+        raise UneditableTableError(f"{render_key_path(path)} is not an array")
+    items = array_items(text, entry.value_start)
+    for start, end in reversed(items):
+        if tomllib.loads(f"v = {text[start:end]}")["v"] in unwanted:
+            start, end = _item_span(text, start, end, entry.value_start)
+            text = text[:start] + text[end:]
+    expected = copy.deepcopy(data)
+    node = expected
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = [item for item in node[path[-1]] if item not in unwanted]
+    edit = Edit(text)
+    if not _same(tomllib.loads(text), expected):
+        raise UneditableTableError(f"removing from {render_key_path(path)} would change more")
+    return edit
+
+
+def _item_span(text: str, start: int, end: int, array_start: int) -> tuple[int, int]:
+    """What to delete with an array item: its line when alone on it, else one comma beside it."""
+    line_start = text.rfind("\n", 0, start) + 1
+    after = re.compile(r"[ \t]*,?[ \t]*(#[^\n]*)?\n").match(text, end)
+    if line_start > array_start and not text[line_start:start].strip() and after:
+        return line_start, after.end()
+    following = re.compile(r"[ \t]*,[ \t]*").match(text, end)
+    if following:
+        return start, following.end()
+    preceding = re.compile(r",[ \t]*$").search(text, array_start, start)
+    return (preceding.start(), end) if preceding else (start, end)
 
 
 def _insert(layout: Layout, data: dict, path: KeyPath, value: Any) -> Edit:
@@ -298,10 +336,10 @@ def _sibling_style(layout: Layout, sibling: KeyPath) -> Style:
     else:
         sub_header, sub_body = body, body + _step(own.indent, body)
     options = "header"
-    if options_header is None and layout.dotted(options_path):
-        options = "dotted"
-    elif options_header is None and getattr(layout.value(options_path), "inline", False):
+    if options_header is None and getattr(layout.value(options_path), "inline", False):
         options = "inline"
+    elif options_header is None and layout.dotted(options_path):
+        options = "dotted"
     return Style(own.indent, body, sub_header, sub_body, _literal_under(layout, sibling),
                  _quote_of(own.raw) or _file_quote(layout), options)
 

@@ -286,6 +286,22 @@ class _Scanner:
             self.layout.inline_tables.append(InlineTable(path, open_at, self.pos - 1, empty))
 
 
+def array_items(text: str, start: int) -> list[tuple[int, int]]:
+    """The spans of the items of the array whose ``[`` is at ``start``."""
+    scanner = _Scanner(text, Layout(text))
+    scanner.pos = start + 1
+    items = []
+    while True:
+        scanner._skip_blank_and_comments()
+        char = text[scanner.pos]
+        if char == "]":
+            return items
+        if char == ",":
+            scanner.pos += 1
+            continue
+        items.append(scanner._value(()))
+
+
 def _basic_end(text: str, pos: int) -> int:
     """The offset after the closing quote of a one-line basic string whose content starts at pos."""
     while text[pos] != '"':

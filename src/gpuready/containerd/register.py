@@ -139,27 +139,31 @@ def skipped_notes(template_name: str | None, template: Mapping[str, Any] | None)
                  "copied to the new runtime (run 'gpuready lint')" for key, value in found)
 
 
+CGROUP_NOTE = "cgroup-driver-mismatch: "
+
+
 def cgroup_notes(
     data: Mapping[str, Any], spec: ConfigVersion, request: RuntimeRequest, desired: Mapping
 ) -> tuple[str, ...]:
-    """A warning when the new runtime would use another cgroup driver than runc on this node."""
-    runc = facts.runtime(data, spec, "runc")
-    if runc is None or request.name == "runc":
-        return ()
-    runc_systemd = facts.runtime_options(runc).get("SystemdCgroup", False) is True
-    ours = desired["options"].get("SystemdCgroup", False) is True
-    if runc_systemd == ours:
-        return ()
-    return (
-        f"cgroup driver mismatch: runtime {request.name} uses {_driver(ours)} but runc uses "
-        f"{_driver(runc_systemd)}, so pods on this node would use two drivers ('gpuready doctor' "
-        "reports it as cgroup-driver-mismatch). Use the kubelet's cgroupDriver for both: set "
-        "runc's SystemdCgroup too, or pass --systemd-cgroup=inherit",
+    """The cgroup verdict lint gives (the kubelet's driver unknown here) once the runtime is in.
+
+    The same verdict and advice as ``doctor``'s cgroup-driver-mismatch.
+    """
+    from gpuready.containerd import decoding
+    from gpuready.containerd.semantics import from_config_version
+    from gpuready.rules.options import cgroup_verdict
+
+    runtimes = {**facts.runtimes(data, spec), request.name: desired}
+    verdict = cgroup_verdict(
+        runtimes,
+        request.name,
+        lines=decoding.lines_for(major=from_config_version(spec.number).major),
+        kubelet_driver=None,
+        kubelet_file=None,
     )
-
-
-def _driver(systemd: bool) -> str:
-    return "systemd (SystemdCgroup = true)" if systemd else "cgroupfs (SystemdCgroup = false)"
+    if verdict is None:
+        return ()
+    return (f"{CGROUP_NOTE}{verdict.message}; {verdict.fix}",)
 
 
 def _template(

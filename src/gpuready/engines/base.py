@@ -39,6 +39,19 @@ class RuntimeChange:
     set_as_default: bool = False
 
 
+def removing_created(plan: Plan, *, node: Node, empty: tuple[str, ...]) -> Plan:
+    """``plan``, or the removal of its file when the edit leaves it ``empty`` and gpuready
+    created it (no backup exists: gpuready keeps one of every file that was there before)."""
+    from gpuready.fsio import backup_path
+
+    if not plan.changes or (plan.after or "").strip() not in empty:
+        return plan
+    if node.exists(backup_path(plan.path)):
+        return plan
+    return Plan(plan.path, plan.before, None, f"{plan.summary}; remove the file gpuready created",
+                plan.notes)
+
+
 @runtime_checkable
 class Engine(Protocol):
     """The operations ``configure``, ``unconfigure``, ``lint``, ``doctor`` and ``verify`` use."""
@@ -53,8 +66,9 @@ class Engine(Protocol):
         """The plan registering the runtime (and CDI / default runtime when asked)."""
         ...
 
-    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> Plan:
-        """The plan removing what ``plan_add_runtime`` added for runtime ``name``."""
+    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> list[Plan]:
+        """The plans removing what ``configure`` added for runtime ``name`` (a plan whose
+        ``after`` is None removes a file gpuready created)."""
         ...
 
     def default_runtime(self, path: Path, *, node: Node) -> str | None:

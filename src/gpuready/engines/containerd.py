@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 
 from gpuready.engines.base import EngineFacts, RuntimeChange
-from gpuready.errors import UsageError
 from gpuready.node import Node
 from gpuready.paths import CONTAINERD_CONFIG, CONTAINERD_SOCKET
 from gpuready.plan import Plan
@@ -48,16 +47,12 @@ class ContainerdEngine:
         )
         return plan_configure(load_config(path, node=node), request)
 
-    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> Plan:
-        """Removing a runtime from containerd's config, where this build has it."""
-        try:
-            from gpuready.containerd import unregister  # type: ignore[attr-defined]
-        except ImportError:
-            raise UsageError("removing a runtime from containerd's config is not in this "
-                             "build of gpuready") from None
-        from gpuready.containerd.document import load_config
+    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> list[Plan]:
+        """What ``gpuready unconfigure`` takes back: everything gpuready's record beside
+        ``path`` says it added (runtime ``name`` among it); nothing without a record."""
+        from gpuready.containerd.unconfigure import plan_unconfigure
 
-        return unregister.plan_unregistration(load_config(path, node=node), name)
+        return plan_unconfigure(path, node=node)
 
     def default_runtime(self, path: Path, *, node: Node) -> str | None:
         """``default_runtime_name`` at the table the file's version reads."""

@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gpuready.containerd.semantics import Semantics, choose
+from gpuready.kubernetes import kubelet
 from gpuready.node import FileKind, Node
 from gpuready.owners.detect import Detection, detect
 from gpuready.owners.state import OwnerState
-from gpuready.paths import CDI_DIRS, KUBELET_CONFIG, TOOLKIT_DIR
+from gpuready.paths import CDI_DIRS, TOOLKIT_DIR
 from gpuready.problems import Problem, has_errors
 from gpuready.rules.base import Scope
 from gpuready.rules.context import (
@@ -129,7 +130,7 @@ def doctor(
     kubelet_file = None
     if all(f.data is not None for f in files) and main.spec is not None:
         data, context.replaced_tables = merge(files, major=semantics.major)
-        driver, kubelet_file = _kubelet_cgroup_driver(node)
+        driver, kubelet_file = kubelet.cgroup_driver(node)
         context.config = ConfigContext(
             data,
             main.spec,
@@ -147,18 +148,6 @@ def doctor(
     checked += [str(spec.path) for spec in context.cdi_scan().specs]
     checked += [kubelet_file] if context.config and kubelet_file else []
     return Report(problems=_ordered(problems), files=checked)
-
-
-def _kubelet_cgroup_driver(node: Node) -> tuple[str | None, str | None]:
-    """The kubelet's ``cgroupDriver`` (its default, cgroupfs, when unset), if its config exists."""
-    path = node.path(KUBELET_CONFIG)
-    if not node.exists(path):
-        return None, None
-    from gpuready import yamlfile
-
-    data = yamlfile.load(node.read_text(path, kind=FileKind.MANIFEST), path)
-    driver = data.get("cgroupDriver", "cgroupfs") if isinstance(data, dict) else None
-    return (driver if isinstance(driver, str) else None), str(path)
 
 
 def _runtime_classes(node: Node, paths: Sequence[Path]) -> list[RuntimeClassDocument]:

@@ -85,12 +85,17 @@ class NodeFiles:
 
 @dataclass(frozen=True)
 class Check:
-    """One verified statement about the node, with what to do when it fails."""
+    """One verified statement about the node, with what to do when it fails.
+
+    ``warning``: it passed, but with a warning whose advice is ``fix`` (the verdict ``doctor``
+    gives as a warning).
+    """
 
     name: str
     ok: bool
     detail: str
     fix: str = ""
+    warning: bool = False
 
 
 @dataclass
@@ -104,6 +109,7 @@ class ConfigFacts:
     runtime: Mapping[str, Any] | None
     runtime_name: str
     problems: list[str] = field(default_factory=list)
+    runtime_tables: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def read_config_facts(text: str, path: Path, runtime_name: str) -> ConfigFacts:
@@ -117,6 +123,7 @@ def read_config_facts(text: str, path: Path, runtime_name: str) -> ConfigFacts:
         runtime_table=render_key_path(spec.runtimes_path),
         runtime=facts.runtime(data, spec, runtime_name),
         runtime_name=runtime_name,
+        runtime_tables=facts.runtimes(data, spec),
     )
 
 
@@ -238,6 +245,41 @@ def check_config(config: ConfigFacts) -> list[Check]:
     ]
 
 
+def check_cgroup_drivers(config: ConfigFacts, node: Node) -> list[Check]:
+    """The GPU runtime, runc and the kubelet on one cgroup driver: the verdict lint and doctor
+    give (cgroup-driver-mismatch), with the same severity and advice."""
+    from gpuready.containerd import decoding
+    from gpuready.containerd.semantics import from_config_version
+    from gpuready.kubernetes import kubelet
+    from gpuready.rules.options import cgroup_verdict
+
+    name = "cgroup drivers agree"
+    try:
+        driver, kubelet_file = kubelet.cgroup_driver(node)
+    except InputError as error:
+        return [Check(name, False, error.message(), "fix the kubelet's config file")]
+    major = from_config_version(config.version).major
+    verdict = cgroup_verdict(
+        config.runtime_tables,
+        config.runtime_name,
+        lines=decoding.lines_for(major=major),
+        kubelet_driver=driver,
+        kubelet_file=kubelet_file,
+    )
+    if verdict is None:
+        where = f"the kubelet's is {driver} ({kubelet_file})" if driver else "kubelet unknown"
+        return [Check(name, True, f"runtime {config.runtime_name} and runc agree; {where}")]
+    return [
+        Check(
+            name,
+            verdict.severity is not Severity.ERROR,
+            f"cgroup-driver-mismatch: {verdict.message}",
+            verdict.fix,
+            warning=verdict.severity is Severity.WARNING,
+        )
+    ]
+
+
 def check_file_content(name: str, path: Path, expected: str, read: Callable[[Path], str]) -> Check:
     """A toolkit file holds exactly what the parsed sources say it should."""
     try:
@@ -264,6 +306,7 @@ def contract_checks(
                       "with 'gpuready setup'; then run 'gpuready check' again")]
     checks = [Check("config.toml parses", True, f"{files.config}: version {config.version}")]
     checks += check_config(config)
+    checks += check_cgroup_drivers(config, files.node)
     try:
         manifest = load_mapping(read(files.runtimeclass), files.runtimeclass)
     except InputError as error:
@@ -273,12 +316,13 @@ def contract_checks(
         )
     else:
         checks += check_runtimeclass(manifest, config)
-    checks += _cdi_checks(files, read)
+    checks += cdi_checks(files, read)
     checks += _toolkit_checks(files, config, read, handler=manifest.get("handler"))
     return checks
 
 
-def _cdi_checks(files: NodeFiles, read) -> list[Check]:
+def cdi_checks(files: NodeFiles, read) -> list[Check]:
+    """The CDI spec's kind, the loader's verdict, and cdi-keys.txt."""
     try:
         text = read(files.cdi_spec)
         spec = load_mapping(text, files.cdi_spec)

@@ -8,11 +8,13 @@ from pathlib import Path, PurePosixPath
 from gpuready import fsio
 from gpuready.containerd import facts
 from gpuready.containerd.base import choose_base
+from gpuready.containerd.configure import ConfigureRequest, plan_configure
 from gpuready.containerd.document import load_config_text
-from gpuready.containerd.register import RuntimeRequest, plan_registration
+from gpuready.containerd.register import CGROUP_NOTE, RuntimeRequest
 from gpuready.fsio import backup_path
 from gpuready.kubernetes import runtimeclass
 from gpuready.node import Node
+from gpuready.owners.detect import Detection
 from gpuready.plan import Plan
 from gpuready.workflow import contract
 from gpuready.workflow.contract import Check, NodeFiles
@@ -30,6 +32,13 @@ class SetupOptions:
     base: Path | None = None
     gpus: int | None = None
     dry_run: bool = False
+    enable_cri: bool = False
+    detection: Detection | None = None  # who owns containerd (None: plain containerd)
+
+    @property
+    def owned(self) -> bool:
+        """True when an owner other than plain containerd decides where the runtime goes."""
+        return self.detection is not None and not self.detection.owner.owns_runtime_config
 
 
 @dataclass(frozen=True)
@@ -50,11 +59,12 @@ class SetupResult:
     plans: list[Plan] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
+    without_effect: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """True when every contract check passed."""
-        return all(check.ok for check in self.checks)
+        """True when every contract check passed and containerd will load the runtime."""
+        return all(check.ok for check in self.checks) and not self.without_effect
 
 
 def run_setup(options: SetupOptions) -> SetupResult:
@@ -70,23 +80,39 @@ def run_setup(options: SetupOptions) -> SetupResult:
     if options.dry_run:
         return result
     fsio.apply_plans(result.plans, node=options.node)
-    files = NodeFiles.on(options.node, options.toolkit_dir)
-    result.checks = contract.contract_checks(files, options.request.name, files.read)
+    files, read = NodeFiles.on(options.node, options.toolkit_dir), None
+    if options.detection is not None:
+        from gpuready.owners.effective import contract_view
+
+        files, read = contract_view(options.detection.owner, options.node, files)
+    result.checks = contract.contract_checks(files, options.request.name, read or files.read)
     return result
 
 
 def _run_steps(options: SetupOptions) -> SetupResult:
     files = NodeFiles.on(options.node, options.toolkit_dir)
+    if options.owned:  # the contract's other files stay where the contract puts them
+        files = replace(files, config=options.node.path(options.detection.owner.config))
     staging = Staging(node=options.node, kind_of=files.kind_of, dry_run=options.dry_run)
     result = SetupResult(plans=staging.plans)
-    config = _stage_and_register(options, files, staging, result)
+    register = _register_for_owner if options.owned else _stage_and_register
+    config = register(options, files, staging, result)
     _write_default(files, staging, result, config)
     _write_parsed(files, staging, result, config)
     _write_cdi(options, files, staging, result)
     _write_runtimeclass(files, staging, result, config)
     _write_report(files, staging, result, config)
     result.checks = contract.contract_checks(files, options.request.name, staging.read)
+    result.without_effect = _without_effect(options, files, staging)
     return result
+
+
+def _without_effect(options: SetupOptions, files: NodeFiles, staging: Staging) -> list[str]:
+    """Why containerd will not load the registered runtime (the CRI plugin disabled)."""
+    from gpuready.rules.effect import without_effect
+
+    return without_effect(files.config, staging.read(files.config), node=options.node,
+                          runtime_name=options.request.name)
 
 
 def _stage_and_register(
@@ -98,12 +124,15 @@ def _stage_and_register(
 
     def compute(current: str | None) -> Plan:
         text = current if base.keeps_existing and current is not None else base.text
-        planned = plan_registration(load_config_text(text, origin_path), options.request)
+        request = ConfigureRequest(options.request, enable_cri=options.enable_cri)
+        planned = plan_configure(load_config_text(text, origin_path), request)
         return Plan(files.config, current, planned.after, planned.summary, planned.notes)
 
     plan = staging.edit(files.config, compute)
-    result.notes.extend(plan.notes)
-    result.steps.append(Step(1, "base config", files.config, _staged(base, plan)))
+    # The cgroup verdict is a check of its own (the same as doctor's), not a note.
+    result.notes.extend(n for n in plan.notes if not n.startswith(CGROUP_NOTE))
+    staged = _staged(base, plan, dry_run=options.dry_run)
+    result.steps.append(Step(1, "base config", files.config, staged))
     result.steps.append(Step(2, "runtime section", files.config, plan.summary))
     config = contract.read_config_facts(
         staging.read(files.config), files.config, options.request.name
@@ -118,12 +147,53 @@ def _stage_and_register(
     return config
 
 
-def _staged(base, plan: Plan) -> str:
+def _register_for_owner(
+    options: SetupOptions, files: NodeFiles, staging: Staging, result: SetupResult
+) -> contract.ConfigFacts:
+    """Steps 1-3 on a node whose containerd config belongs to an owner (k3s, k0s, ...): nothing is
+    staged; the runtime goes where the owner reads it, and later steps read the config the owner
+    will generate from it."""
+    from gpuready.containerd.configure import ConfigureRequest
+    from gpuready.owners.configure import plan_for_owner
+    from gpuready.owners.effective import effective_config
+
+    node, owner = options.node, options.detection.owner
+    if not options.dry_run:
+        node.writable(files.toolkit).mkdir(parents=True, exist_ok=True)
+
+    def plan_now():
+        request = ConfigureRequest(runtime=options.request, enable_cri=options.enable_cri)
+        return plan_for_owner(options.detection, node=node, request=request)
+
+    owned = plan_now()
+    result.steps.append(Step(1, "base config", files.config,
+                             f"owned by {owner.name}, rewritten {owner.regenerated}: not staged"))
+    if owned.plan is not None:
+        plan = staging.edit(owned.target, lambda current: plan_now().plan)
+        where = f"{plan.summary} ({owner.name} reads it; {owner.apply})"
+        result.steps.append(Step(2, "runtime section", owned.target, where))
+    else:
+        result.steps.append(Step(2, "runtime section", owned.target,
+                                 f"not written: {owner.name} rewrites it; set the values below"))
+        result.notes.append(owned.advice)
+    result.notes.extend(note for note in owned.notes if note not in result.notes)
+    staging.overlay(files.config, effective_config(owned, node))
+    config = contract.read_config_facts(staging.read(files.config), files.config,
+                                        options.request.name)
+    options_table = facts.runtime_options(config.runtime)
+    written = ", ".join(f"{key} = {_toml_value(options_table[key])}"
+                        for key in ("BinaryName", "SystemdCgroup") if key in options_table)
+    result.steps.append(Step(3, "runtime options", files.config,
+                             (written or "none") + f" (as {owner.name} will generate it)"))
+    return config
+
+
+def _staged(base, plan: Plan, *, dry_run: bool) -> str:
     if base.keeps_existing:
         return f"kept (base: {base.origin})"
     if plan.before is not None and plan.changes:
         return f"replaced the existing file (base: {base.origin}; backup: {backup_path(plan.path)})"
-    return f"staged (base: {base.origin})"
+    return f"{'would be staged' if dry_run else 'staged'} (base: {base.origin})"
 
 
 def _toml_value(value: object) -> str:
@@ -137,14 +207,16 @@ def _write_default(files, staging, result, config: contract.ConfigFacts) -> None
     plan = staging.write(files.default_txt, contract.default_txt(config), "default runtime")
     verdict = "runc, left as it is" if config.default_runtime == "runc" else (
         f"{config.default_runtime!r}, NOT runc: every pod without a RuntimeClass runs through it")
-    result.steps.append(Step(4, "default runtime", plan.path, f"{verdict} ({_written(plan)})"))
+    written = _written(plan, dry_run=staging.dry_run)
+    result.steps.append(Step(4, "default runtime", plan.path, f"{verdict} ({written})"))
 
 
 def _write_parsed(files, staging, result, config: contract.ConfigFacts) -> None:
     """Step 5: the version and runtime names, as tomllib reads the written config."""
     plan = staging.write(files.parsed_txt, contract.parsed_txt(config), "parsed config")
     detail = f"version {config.version}, runtimes {', '.join(config.runtimes)}"
-    result.steps.append(Step(5, "TOML validated", plan.path, f"{detail} ({_written(plan)})"))
+    written = _written(plan, dry_run=staging.dry_run)
+    result.steps.append(Step(5, "TOML validated", plan.path, f"{detail} ({written})"))
 
 
 def _write_cdi(options: SetupOptions, files, staging, result) -> None:
@@ -154,7 +226,7 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
     else:
         text = generate_cdi_spec(options.node, gpus=options.gpus)
         staging.write(files.cdi_spec, text, "CDI spec")
-        outcome = "generated"
+        outcome = "would be generated" if staging.dry_run else "generated"
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
     outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
@@ -168,7 +240,7 @@ def _write_runtimeclass(files, staging, result, config: contract.ConfigFacts) ->
     registered = "registered" if handler in config.runtimes else "NOT registered in config.toml"
     text = runtimeclass.render(config.runtime_name, handler)
     plan = staging.write(files.runtimeclass, text, "RuntimeClass")
-    outcome = f"handler {handler}, {registered} ({_written(plan)})"
+    outcome = f"handler {handler}, {registered} ({_written(plan, dry_run=staging.dry_run)})"
     result.steps.append(Step(7, "RuntimeClass", plan.path, outcome))
 
 
@@ -179,13 +251,16 @@ def _write_report(files, staging, result, config: contract.ConfigFacts) -> None:
     manifest = load_mapping(staging.read(files.runtimeclass), files.runtimeclass)
     plan = staging.write(files.report_txt, contract.report_txt(written, manifest.get("handler")),
                          "report")
-    result.steps.append(Step(8, "verification report", plan.path, _written(plan)))
+    written = _written(plan, dry_run=staging.dry_run)
+    result.steps.append(Step(8, "verification report", plan.path, written))
 
 
-def _written(plan: Plan) -> str:
+def _written(plan: Plan, *, dry_run: bool) -> str:
+    """What the step did to its file; in a dry run, what it would do."""
     if not plan.changes:
         return "unchanged"
-    return "created" if plan.before is None else "updated"
+    done = "created" if plan.before is None else "updated"
+    return f"would be {done}" if dry_run else done
 
 
 def generate_cdi_spec(node: Node, *, gpus: int | None) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuready.engines.base import EngineFacts, RuntimeChange
+from gpuready.engines.base import EngineFacts, RuntimeChange, removing_created
 from gpuready.engines.crio import config as crio_config
 from gpuready.engines.crio import facts
 from gpuready.errors import UsageError
@@ -48,10 +48,12 @@ class CrioEngine:
         second = crio_config.plan_default_runtime(updated, change.name)
         return Plan(path, dropin.text, second.after, f"{plan.summary}; {second.summary}")
 
-    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> Plan:
-        """Remove the runtime's table from the drop-in."""
+    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> list[Plan]:
+        """Remove the runtime's table from the drop-in; a drop-in gpuready created and left
+        empty is removed."""
         dropin = crio_config.read_crio_file(path, missing_ok=True, node=node)
-        return crio_config.plan_remove_runtime(dropin, name)
+        plan = crio_config.plan_remove_runtime(dropin, name)
+        return [removing_created(plan, node=node, empty=("",))]
 
     def default_runtime(self, path: Path, *, node: Node) -> str | None:
         """``crio.runtime.default_runtime`` of crio.conf and its drop-ins merged."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from gpuready.engines.base import EngineFacts, RuntimeChange
+from gpuready.engines.base import EngineFacts, RuntimeChange, removing_created
 from gpuready.engines.docker import config as daemon_json
 from gpuready.engines.docker.facts import DAEMON_JSON, SOCKET
 from gpuready.node import Node
@@ -43,10 +43,12 @@ class DockerEngine:
             parts.append(lambda cfg: daemon_json.plan_default_runtime(cfg, change.name))
         return chain(current, parts)
 
-    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> Plan:
-        """Remove ``runtimes.NAME`` (and a ``default-runtime`` naming it)."""
-        return daemon_json.plan_remove_runtime(daemon_json.load_daemon_config(path, node=node),
+    def plan_remove_runtime(self, path: Path, name: str, *, node: Node) -> list[Plan]:
+        """Remove ``runtimes.NAME`` (and a ``default-runtime`` naming it); a daemon.json
+        gpuready created and left as ``{}`` is removed."""
+        plan = daemon_json.plan_remove_runtime(daemon_json.load_daemon_config(path, node=node),
                                                name)
+        return [removing_created(plan, node=node, empty=("{}",))]
 
     def default_runtime(self, path: Path, *, node: Node) -> str | None:
         """``default-runtime``, or dockerd's own default ``runc``."""

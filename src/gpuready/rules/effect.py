@@ -1,0 +1,74 @@
+"""Would containerd act on what ``configure`` or ``setup`` wrote? Why not, as one line each.
+
+A registration that parses is not one containerd uses. Two ways it has no effect at all, each
+decided by the rules that ``lint`` and ``doctor`` use:
+
+- ``disabled_plugins`` turns the CRI plugin off (the ``cri-disabled`` rule, on the file as it
+  will be written): Docker's ``containerd.io`` package ships ``disabled_plugins = ["cri"]``;
+- the file is not one containerd reads: it sits in containerd's folder but is not the main config
+  and no ``imports`` entry reaches it (imports resolved as containerd does,
+  :mod:`gpuready.rules.imports`). A file elsewhere is taken as a working copy and not judged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from gpuready.node import FileKind, Node
+from gpuready.paths import CONTAINERD_CONFIG
+from gpuready.problems import Problem
+from gpuready.rules.context import FileContext, Options
+
+ENABLE_CRI_HINT = "run again with --enable-cri to do it, then restart containerd"
+
+
+def without_effect(path: Path, text: str, *, node: Node, runtime_name: str) -> list[str]:
+    """One line per reason containerd will not load the runtime written to ``path``."""
+    options = Options(runtime_name=runtime_name, root=node.root)
+    reasons = [_line(problem, ENABLE_CRI_HINT) for problem in _cri_disabled(path, text, options)]
+    unread = _not_read(path, node=node, options=options)
+    if unread:
+        reasons.append(unread)
+    return reasons
+
+
+def _cri_disabled(path: Path, text: str, options: Options) -> list[Problem]:
+    from gpuready.rules.engine import lint_file
+
+    file = FileContext(path, text, options=options)
+    return lint_file(file, selected=frozenset({"cri-disabled"}))
+
+
+def _line(problem: Problem, hint: str) -> str:
+    where = problem.file
+    if problem.line:
+        where += f":{problem.line}:{problem.column}"
+    return f"{where}: {problem.message}; fix: {problem.fix} ({hint})"
+
+
+def _not_read(path: Path, *, node: Node, options: Options) -> str | None:
+    """Why containerd does not read ``path``, when it is in containerd's folder; else None."""
+    from gpuready.rules.imports import load_imports
+
+    main = node.path(CONTAINERD_CONFIG)
+    target = node.resolve(path) if node.contains(path) else path.resolve()
+    if target == node.resolve(main) or not node.contains(path):
+        return None
+    if not str(target).startswith(str(node.resolve(main.parent)) + "/"):
+        return None
+    shown = _node_path(node, target)
+    if not node.is_file(main):
+        return (f"{path}: containerd does not read this file: it reads {main}, which does not "
+                f"exist; fix: create {main} with imports = [\"{shown}\"]")
+    read = FileContext(main, node.read_text(main, kind=FileKind.CONFIG), options=options)
+    if read.data is None:
+        return None  # the main file's own syntax error is reported where it is read
+    files, _ = load_imports(read, options=options)
+    if any(node.resolve(file.path) == target for file in files):
+        return None
+    return (f"{path}: containerd does not read this file: no imports entry of {main} reaches it; "
+            f"fix: add \"{shown}\" (or a glob that matches it) to imports in {main}")
+
+
+def _node_path(node: Node, host_path: Path) -> PurePosixPath:
+    return PurePosixPath("/") / host_path.relative_to(node.root)

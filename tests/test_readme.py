@@ -1,0 +1,50 @@
+"""What the README promises a new user: the Quick start, the test command, the exit codes."""
+
+from __future__ import annotations
+
+import re
+
+from gpuready.errors import ExitCode
+from tests.helpers import REPO
+
+README = (REPO / "README.md").read_text()
+CI_RUN = (REPO / ".ci" / "run").read_text()
+
+
+def blocks(section: str) -> list[str]:
+    """The ```sh blocks of one README section."""
+    start = README.index(section)
+    end = README.index("\n## ", start + 1)
+    return re.findall(r"```sh\n(.*?)```", README[start:end], flags=re.S)
+
+
+def test_quick_start_installs_into_a_virtual_environment_in_two_commands():
+    install = blocks("## Quick start")[0].strip().splitlines()
+    assert len(install) == 2
+    assert install[0].startswith("python3 -m venv .venv && .venv/bin/pip install -e .")
+    assert install[1].startswith(".venv/bin/gpuready setup ")
+    # a bare pip install fails on Debian 12 and Ubuntu 24.04 (PEP 668)
+    assert not re.search(r"(^|&& )pip install", "\n".join(install), flags=re.M)
+
+
+def test_ci_installs_into_the_venv_and_ends_with_the_readme_test_command():
+    commands = [line for line in CI_RUN.splitlines() if line and not line.startswith(("#", "echo"))]
+    assert "python3 -m venv .venv" in commands
+    assert "python3-venv" in CI_RUN
+    assert not any(re.match(r"python3 -m pip", line) for line in commands)
+    assert commands[-1] == ".venv/bin/python -m pytest"
+    assert f"`.ci/run` ends with the test command itself, `{commands[-1]}`" in " ".join(
+        README.split()
+    )
+
+
+def test_exit_code_table_is_one_table_of_every_code():
+    start = README.index("### Exit codes")
+    lines = README[start:].splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("| code"))
+    rows = []
+    for line in lines[first + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append(int(line.split("|")[1]))
+    assert rows == [code.value for code in ExitCode]

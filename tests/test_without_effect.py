@@ -1,0 +1,90 @@
+"""configure and setup never claim an effect containerd will not have, and say how to fix it.
+
+Docker's containerd.io package ships ``disabled_plugins = ["cri"]``: a runtime written there is
+never loaded. A runtime written into a file of containerd's folder that no ``imports`` entry
+reaches is never read. Both are reported in one line with the fix, exit code 1.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+from tests.helpers import DATA, added_lines_only, run_cli
+
+DOCKER = DATA / "corpus" / "docker-containerd-io.toml"
+
+
+def _docker_config(tmp_path: Path) -> Path:
+    path = tmp_path / "config.toml"
+    shutil.copyfile(DOCKER, path)
+    return path
+
+
+def test_configure_on_dockers_default_says_the_cri_is_off_and_exits_1(tmp_path: Path) -> None:
+    path = _docker_config(tmp_path)
+    result = run_cli("configure", "--config", str(path))
+    assert result.code == 1
+    errors = result.err.splitlines()
+    assert len(errors) == 1
+    assert errors[0].startswith(f"gpuready: error: {path}:4:1: disabled_plugins turns the CRI")
+    assert "--enable-cri" in errors[0]
+    assert "runtimes.nvidia" in path.read_text()  # written, but not reported as a success
+
+
+def test_enable_cri_removes_only_that_entry_and_exits_0(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    both = 'disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "cri"]'
+    original = DOCKER.read_text().replace('disabled_plugins = ["cri"]', both)
+    path.write_text(original)
+    result = run_cli("configure", "--config", str(path), "--enable-cri")
+    assert result.code == 0, result.err
+    assert "removed 'cri' from disabled_plugins" in result.out
+    after = path.read_text()
+    assert tomllib.loads(after)["disabled_plugins"] == ["io.containerd.snapshotter.v1.btrfs"]
+    pairs = zip(original.splitlines(), after.splitlines(), strict=False)
+    changed = [new for old, new in pairs if old != new]
+    assert changed == ['disabled_plugins = ["io.containerd.snapshotter.v1.btrfs"]']
+    assert added_lines_only(original, after.replace(changed[0], both))
+
+
+def test_json_reports_failed_with_the_reason(tmp_path: Path) -> None:
+    path = _docker_config(tmp_path)
+    report = json.loads(run_cli("configure", "--config", str(path), "--format", "json").out)
+    assert report["status"] == "failed"
+    assert "disabled_plugins turns the CRI plugin off" in report["without_effect"][0]
+
+
+def test_setup_on_dockers_default_fails_until_the_cri_is_enabled(tmp_path: Path) -> None:
+    config = tmp_path / "etc" / "containerd" / "config.toml"
+    config.parent.mkdir(parents=True)
+    shutil.copyfile(DOCKER, config)
+    failed = run_cli("setup", "--root", str(tmp_path))
+    assert failed.code == 1
+    assert [line for line in failed.err.splitlines() if "CRI plugin off" in line]
+    fixed = run_cli("setup", "--root", str(tmp_path), "--enable-cri")
+    assert "CRI plugin off" not in fixed.err
+    assert tomllib.loads(config.read_text())["disabled_plugins"] == []
+
+
+def test_a_drop_in_no_import_reaches_is_reported(tmp_path: Path) -> None:
+    main = tmp_path / "etc" / "containerd" / "config.toml"
+    drop_in = main.parent / "conf.d" / "99-nvidia.toml"
+    drop_in.parent.mkdir(parents=True)
+    main.write_text('version = 2\nimports = ["/etc/containerd/other/*.toml"]\n')
+    drop_in.write_text("version = 2\n")
+    result = run_cli("configure", "--root", str(tmp_path), "--config", str(drop_in))
+    assert result.code == 1
+    assert result.err.count("\n") == 1
+    assert "containerd does not read this file: no imports entry" in result.err
+    assert '"/etc/containerd/conf.d/99-nvidia.toml"' in result.err
+    main.write_text('version = 2\nimports = ["conf.d/*.toml"]\n')
+    assert run_cli("configure", "--root", str(tmp_path), "--config", str(drop_in)).code == 0
+
+
+def test_a_working_copy_outside_containerds_folder_is_not_judged(tmp_path: Path) -> None:
+    path = tmp_path / "copy.toml"
+    path.write_text("version = 2\n")
+    assert run_cli("configure", "--root", str(tmp_path), "--config", str(path)).code == 0
