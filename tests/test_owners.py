@@ -220,3 +220,96 @@ def test_configure_then_doctor_on_k3s_reports_a_stale_render_until_restart(tmp_p
     assert "warning owner-template-stale: config.toml.tmpl registers runtime 'nvidia'" in (
         result.out)
     assert "systemctl restart k3s" in result.out
+
+
+def test_k3s_rendered_template_runs_in_real_containerd_with_the_runtime_live(tmp_path):
+    """The rendered version 2 template (against the hand-written k3s base: k3s did not render
+    it) started in Debian's real containerd by the test harness, which moves only root, state,
+    socket and opt into a temporary folder; the CRI then reports the nvidia handler as loaded."""
+    from tests.harness.containerd import Containerd, sandboxed, short_tempdir
+    from tests.helpers import require
+
+    require(binaries=("containerd", "runc"))
+    root = node(tmp_path, "k3s")
+    rendered, _ = _rendered_runtime(root, "config.toml.tmpl")
+    folder = short_tempdir()
+    daemon = Containerd(sandboxed(rendered, folder), folder)
+    try:
+        daemon.start()
+        config = folder / "rendered.toml"
+        config.write_text(rendered)
+        result = run_cli("verify", "--live", "--address", daemon.address, "--config", str(config))
+        assert "ok      runtime nvidia is loaded" in result.out, result.out + result.err
+        assert "nvidia          io.containerd.runc.v2  /usr/bin/nvidia-container-runtime  true" in (
+            result.out)
+    finally:
+        daemon.remove()
+
+
+@pytest.mark.parametrize("fixture", ["k3s", "k3s-v3", "rke2", "k0s", "microk8s"])
+def test_setup_registers_where_the_owner_reads_and_keeps_the_contract_files(fixture, tmp_path):
+    owner, config, target = CASES[fixture]
+    root = node(tmp_path, fixture)
+    first = run_cli("setup", "--root", str(root), "--gpus", "1")
+    assert first.code == 0, first.out + first.err
+    lines = first.out.splitlines()
+    assert lines[0] == (f"[1/8] base config: {root}/{config}: owned by {owner}, rewritten "
+                        f"{detect(Node(root)).owner.regenerated}: not staged")
+    assert lines[1].startswith(f"[2/8] runtime section: {root}/{target}: register runtime nvidia")
+    assert not (root / "etc/containerd/config.toml").exists()  # nothing staged where no one reads
+    for name in ("default.txt", "parsed.txt", "cdi-keys.txt", "runtimeclass.yaml", "report.txt"):
+        assert (root / "root/toolkit" / name).is_file()
+    assert (root / "etc/cdi/nvidia.yaml").is_file()
+    assert "RUNTIME=nvidia\n" in (root / "root/toolkit/report.txt").read_text()
+    before = snapshot(root)
+    second = run_cli("setup", "--root", str(root), "--gpus", "1")
+    assert second.code == 0 and snapshot(root) == before
+    check = run_cli("check", "--root", str(root))
+    assert check.code == 0, check.out
+
+
+def test_setup_on_kubespray_writes_no_config_and_says_what_to_set(tmp_path):
+    root = node(tmp_path, "kubespray")
+    config = (root / "etc/containerd/config.toml").read_bytes()
+    result = run_cli("setup", "--root", str(root), "--gpus", "1")
+    assert result.code == 1  # the runtime is not registered until the playbook runs
+    assert (root / "etc/containerd/config.toml").read_bytes() == config
+    assert "[2/8] runtime section: " in result.out and "not written: kubespray rewrites it" in (
+        result.out)
+    assert "containerd_additional_runtimes:" in result.out
+
+
+def test_verify_live_defaults_to_the_owners_socket(tmp_path):
+    from gpuready.cli.cmd_verify import options_from
+    from gpuready.cli.main import build_parser
+
+    root = node(tmp_path, "k3s")
+    args = build_parser().parse_args(["verify", "--live", "--root", str(root)])
+    options = options_from(args)
+    assert options.address == "unix:///run/k3s/containerd/containerd.sock"
+    assert options.config_path == root / K3S_DIR / "config.toml"
+    microk8s = node(tmp_path, "microk8s")
+    args = build_parser().parse_args(["verify", "--live", "--root", str(microk8s)])
+    assert options_from(args).address == "unix:///var/snap/microk8s/common/run/containerd.sock"
+
+
+def test_owners_md_is_generated_from_the_table():
+    from gpuready.owners.table import markdown
+    from tests.helpers import REPO
+
+    assert (REPO / "docs" / "owners.md").read_text() == markdown(), (
+        "docs/owners.md is stale: run PYTHONPATH=src python3 scripts/generate_owners_doc.py")
+
+
+def test_hostile_template_is_refused_quickly_and_untouched(tmp_path):
+    import time
+
+    root = node(tmp_path, "k3s")
+    template = root / K3S_DIR / "config.toml.tmpl"
+    template.write_text('{{ template "base" . }}\n' + "{{" * 400_000)  # 800 KB, never closed
+    before = snapshot(root)
+    started = time.monotonic()
+    result = run_cli("configure", "--root", str(root))
+    assert time.monotonic() - started < 20
+    assert result.code == 2 and f"{template}:2:1: Go template action" in result.err
+    assert snapshot(root) == before

@@ -145,3 +145,24 @@ def test_a_drop_in_with_restart_keeps_runc_and_the_sandbox_image_live(
     assert live["sandboxImage"] == "registry.k8s.io/pause:3.9"
     main = tomllib.loads(daemon.config_path.read_text())
     assert main["imports"] == [str(drop_in)]
+
+
+def test_pre_flight_refuses_candidates_that_lose_a_runtime(tmp_path: Path) -> None:
+    """The node's own config dump decides: a change that drops runc is refused unwritten."""
+    require_binary("containerd")
+    from gpuready.plan import Plan
+    from gpuready.workflow.daytwo import NodeConfig
+    from gpuready.workflow.transaction import Outcome, RestartOptions, preflight
+
+    config = tmp_path / "config.toml"
+    text = lab_config(tmp_path)
+    config.write_text(text)
+    candidate = text.replace("runtimes.runc", "runtimes.nvidia")
+    plans = [Plan(config, text, candidate, "replace runc")]
+    outcome = Outcome(plans)
+    preflight(NodeConfig(config, Path("/"), major=1), plans,
+              options=RestartOptions(address="unused", expect_runtime="nvidia"), outcome=outcome)
+    assert not outcome.ok
+    assert outcome.steps[-1].detail == ("containerd's config dump of the new files loses "
+                                        "runtime(s) runc")
+    assert config.read_text() == text

@@ -40,6 +40,7 @@ def register(subparsers) -> None:
         epilog=EPILOG,
     )
     common.add_root(parser)
+    common.add_distribution(parser)
     common.add_runtime_name(parser)
     parser.add_argument(
         "--toolkit-dir", default="/root/toolkit", metavar="DIR",
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import PurePosixPath
 
     from gpuready.node import Node
+    from gpuready.owners.effective import contract_view
     from gpuready.workflow.contract import NodeFiles, contract_checks
 
     if args.engine == "docker":
@@ -66,8 +68,12 @@ def run(args: argparse.Namespace) -> int:
         files = docker_files(Node(args.root), PurePosixPath(args.toolkit_dir))
         checks = docker_checks(files, args.runtime_name, files.read)
     else:
-        files = NodeFiles.on(Node(args.root), PurePosixPath(args.toolkit_dir))
-        checks = contract_checks(files, args.runtime_name, files.read)
+        node = Node(args.root)
+        owner = common.detect_owner(args).owner
+        # on an owned node: the config the owner will generate, as setup reported it
+        files, read = contract_view(owner, node,
+                                    NodeFiles.on(node, PurePosixPath(args.toolkit_dir)))
+        checks = contract_checks(files, args.runtime_name, read)
     ok = all(check.ok for check in checks)
     if args.format == "json":
         print(json.dumps({"status": "ok" if ok else "failed",

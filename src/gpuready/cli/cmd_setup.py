@@ -53,6 +53,7 @@ def register(subparsers) -> None:
         epilog=EPILOG,
     )
     common.add_root(parser)
+    common.add_distribution(parser)
     parser.add_argument("--base", metavar="FILE", help="the base config to start from")
     add_runtime_options(parser)
     common.add_default_confirmation(parser, what="registering under the default runtime's name")
@@ -106,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         gpus=args.gpus,
         dry_run=args.dry_run,
         enable_cri=args.enable_cri,
+        detection=common.detect_owner(args),
     )
     result = run_setup(options)
     if args.format == "json":

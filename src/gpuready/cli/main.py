@@ -20,6 +20,7 @@ COMMAND_MODULES = (
     "gpuready.cli.cmd_configure",
     "gpuready.cli.cmd_unconfigure",
     "gpuready.cli.cmd_show_config",
+    "gpuready.cli.cmd_migrate",
     "gpuready.cli.cmd_check",
     "gpuready.cli.cmd_lint",
     "gpuready.cli.cmd_doctor",

@@ -96,7 +96,7 @@ def remove_settings(path: Path, text: str, settings: list[Mapping]) -> str:
                 text = _undo_imports(text, setting)
         for setting in settings:
             if setting["kind"] == "tables":
-                text = _remove_empty_headers(text, [tuple(p) for p in setting["paths"]])
+                text = remove_empty_headers(text, [tuple(p) for p in setting["paths"]])
         load_config_text(text, path)  # still valid TOML, or nothing is written
     except (KeyError, TypeError, ValueError, UneditableTableError, InputError) as error:
         reason = error.reason if isinstance(error, InputError) else error
@@ -164,11 +164,11 @@ def _undo_value(text: str, path: KeyPath, setting: Mapping[str, Any]) -> str:
         return set_value(text, path, setting["previous"]).text
     text = _delete_key(text, path)
     if setting.get("headerless"):
-        text = _remove_empty_headers(text, [path[:-1]])
+        text = remove_empty_headers(text, [path[:-1]])
     return text
 
 
-def _remove_empty_headers(text: str, paths: list[KeyPath]) -> str:
+def remove_empty_headers(text: str, paths: list[KeyPath]) -> str:
     """Remove the ``[header]`` of each table in ``paths`` whose body holds nothing now but blank
     lines and comments (which stay): gpuready wrote it, and the table exists without it or not
     at all."""

@@ -91,3 +91,23 @@ def is_bookkeeping(plan: Plan) -> bool:
     """True for gpuready's own files beside the config (the record, a backup): their changes
     are reported in one line each, without a diff."""
     return is_record(plan) or plan.path.name.endswith(BACKUP_SUFFIX)
+
+
+def plan_migrate_node(node: NodeConfig, *, to: int) -> list[Plan]:
+    """Migrate the main config and every file it imports to version ``to`` (``containerd config
+    migrate`` leaves imports alone: a drop-in above or below the main file's version is then
+    refused or left unmigrated by containerd 2.x)."""
+    from gpuready.containerd.effective import load_effective
+    from gpuready.containerd.migrate import migrate_text
+    from gpuready.textfile import restyle, without_bom
+
+    plans = []
+    for file in load_effective(node.config, root=node.root, major=2).files:
+        before = node.node.read_text(file.path, kind=FileKind.CONFIG)
+        version = file.version
+        if version == to:
+            plans.append(Plan(file.path, before, before, f"already version {to}"))
+            continue
+        after = restyle(before, migrate_text(without_bom(before), file.path, to=to))
+        plans.append(Plan(file.path, before, after, f"migrate version {version} to {to}"))
+    return plans

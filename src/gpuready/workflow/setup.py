@@ -14,6 +14,7 @@ from gpuready.containerd.register import CGROUP_NOTE, RuntimeRequest
 from gpuready.fsio import backup_path
 from gpuready.kubernetes import runtimeclass
 from gpuready.node import Node
+from gpuready.owners.detect import Detection
 from gpuready.plan import Plan
 from gpuready.workflow import contract
 from gpuready.workflow.contract import Check, NodeFiles
@@ -32,6 +33,12 @@ class SetupOptions:
     gpus: int | None = None
     dry_run: bool = False
     enable_cri: bool = False
+    detection: Detection | None = None  # who owns containerd (None: plain containerd)
+
+    @property
+    def owned(self) -> bool:
+        """True when an owner other than plain containerd decides where the runtime goes."""
+        return self.detection is not None and not self.detection.owner.owns_runtime_config
 
 
 @dataclass(frozen=True)
@@ -73,16 +80,23 @@ def run_setup(options: SetupOptions) -> SetupResult:
     if options.dry_run:
         return result
     fsio.apply_plans(result.plans, node=options.node)
-    files = NodeFiles.on(options.node, options.toolkit_dir)
-    result.checks = contract.contract_checks(files, options.request.name, files.read)
+    files, read = NodeFiles.on(options.node, options.toolkit_dir), None
+    if options.detection is not None:
+        from gpuready.owners.effective import contract_view
+
+        files, read = contract_view(options.detection.owner, options.node, files)
+    result.checks = contract.contract_checks(files, options.request.name, read or files.read)
     return result
 
 
 def _run_steps(options: SetupOptions) -> SetupResult:
     files = NodeFiles.on(options.node, options.toolkit_dir)
+    if options.owned:  # the contract's other files stay where the contract puts them
+        files = replace(files, config=options.node.path(options.detection.owner.config))
     staging = Staging(node=options.node, kind_of=files.kind_of, dry_run=options.dry_run)
     result = SetupResult(plans=staging.plans)
-    config = _stage_and_register(options, files, staging, result)
+    register = _register_for_owner if options.owned else _stage_and_register
+    config = register(options, files, staging, result)
     _write_default(files, staging, result, config)
     _write_parsed(files, staging, result, config)
     _write_cdi(options, files, staging, result)
@@ -130,6 +144,47 @@ def _stage_and_register(
         if key in options_table
     )
     result.steps.append(Step(3, "runtime options", files.config, written or "none"))
+    return config
+
+
+def _register_for_owner(
+    options: SetupOptions, files: NodeFiles, staging: Staging, result: SetupResult
+) -> contract.ConfigFacts:
+    """Steps 1-3 on a node whose containerd config belongs to an owner (k3s, k0s, ...): nothing is
+    staged; the runtime goes where the owner reads it, and later steps read the config the owner
+    will generate from it."""
+    from gpuready.containerd.configure import ConfigureRequest
+    from gpuready.owners.configure import plan_for_owner
+    from gpuready.owners.effective import effective_config
+
+    node, owner = options.node, options.detection.owner
+    if not options.dry_run:
+        node.writable(files.toolkit).mkdir(parents=True, exist_ok=True)
+
+    def plan_now():
+        request = ConfigureRequest(runtime=options.request, enable_cri=options.enable_cri)
+        return plan_for_owner(options.detection, node=node, request=request)
+
+    owned = plan_now()
+    result.steps.append(Step(1, "base config", files.config,
+                             f"owned by {owner.name}, rewritten {owner.regenerated}: not staged"))
+    if owned.plan is not None:
+        plan = staging.edit(owned.target, lambda current: plan_now().plan)
+        where = f"{plan.summary} ({owner.name} reads it; {owner.apply})"
+        result.steps.append(Step(2, "runtime section", owned.target, where))
+    else:
+        result.steps.append(Step(2, "runtime section", owned.target,
+                                 f"not written: {owner.name} rewrites it; set the values below"))
+        result.notes.append(owned.advice)
+    result.notes.extend(note for note in owned.notes if note not in result.notes)
+    staging.overlay(files.config, effective_config(owned, node))
+    config = contract.read_config_facts(staging.read(files.config), files.config,
+                                        options.request.name)
+    options_table = facts.runtime_options(config.runtime)
+    written = ", ".join(f"{key} = {_toml_value(options_table[key])}"
+                        for key in ("BinaryName", "SystemdCgroup") if key in options_table)
+    result.steps.append(Step(3, "runtime options", files.config,
+                             (written or "none") + f" (as {owner.name} will generate it)"))
     return config
 
 

@@ -35,6 +35,12 @@ class Staging:
             return self._pending[path]
         return self.node.read_text(path, kind=self.kind_of(path))
 
+    def overlay(self, path: Path, text: str) -> None:
+        """Read ``text`` for ``path`` from now on without writing it: the config a node's owner
+        will generate from what this run wrote (a k3s template rendered, a k0s drop-in merged).
+        """
+        self._pending[path] = text
+
     def read_or_none(self, path: Path) -> str | None:
         """The file's text, or None when it does not exist yet."""
         return self.read(path) if self.exists(path) else None

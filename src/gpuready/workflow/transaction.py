@@ -171,7 +171,12 @@ def preflight(
         return None, None
     spec = spec_of(after)
     loaded = set(facts.runtimes(after, spec))
-    if options.expect_runtime and options.expect_runtime not in loaded:
+    lost = set(facts.runtimes(before, spec_of(before))) - loaded - {options.gone_runtime}
+    if lost:
+        outcome.add("pre-flight", False,
+                    f"containerd's config dump of the new files loses runtime(s) "
+                    f"{', '.join(sorted(lost))}")
+    elif options.expect_runtime and options.expect_runtime not in loaded:
         outcome.add("pre-flight", False,
                     f"containerd's config dump of the new files has no runtime "
                     f"{options.expect_runtime} (it loads: {', '.join(sorted(loaded)) or 'none'})")

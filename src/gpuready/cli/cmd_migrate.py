@@ -1,0 +1,69 @@
+"""``gpuready migrate --to 3|4``: upgrade a config and its imports, keeping comments and layout."""
+
+from __future__ import annotations
+
+import argparse
+
+from gpuready.cli import common
+
+DESCRIPTION = """\
+Upgrade a version 1, 2 or 3 containerd config, and every file it imports, to version 3
+(containerd 2.0 to 2.2) or 4 (containerd 2.3) the way containerd's own migration does:
+plugin IDs for version 1 names; the CRI plugin split into io.containerd.cri.v1.runtime,
+io.containerd.cri.v1.images (sandbox_image becomes pinned_images.sandbox) and the streaming
+server; for version 4 the [grpc], [ttrpc], [metrics] and [debug] address settings as server
+plugins. Unlike 'containerd config migrate', comments, order and quoting stay, no default is
+spelled out, and imported files are migrated too. A setting the newer version no longer has is
+dropped when it is empty and refused by name otherwise.
+"""
+
+EPILOG = """\
+exit codes:
+  0  migrated, or already at that version
+  1  --restart: refused before writing (a containerd that reads at most version 2 refuses
+     version 3), or rolled back
+  2  bad input, or a setting that cannot be migrated; nothing was written
+
+examples:
+  gpuready migrate --to 3 --dry-run
+  gpuready migrate --to 4 --config /etc/containerd/config.toml
+  gpuready migrate --to 3 --restart
+"""
+
+
+def register(subparsers) -> None:
+    """Add the ``migrate`` command."""
+    parser = common.add_command(
+        subparsers,
+        "migrate",
+        help="upgrade a containerd config and its imports to version 3 or 4, keeping comments",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+    )
+    parser.add_argument("--to", type=int, choices=(3, 4), required=True,
+                        help="the config version to reach: 3 (containerd 2.0-2.2) or 4 (2.3)")
+    common.add_root_and_config(parser)
+    common.add_containerd_version(parser)
+    common.add_dry_run(parser)
+    common.add_restart(parser)
+    common.add_format(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan every file under the locks, then show or apply (or run the transaction)."""
+    from gpuready.changeset import locked_all
+    from gpuready.cli import daytwo
+    from gpuready.workflow.daytwo import plan_migrate_node, write
+
+    node = daytwo.node_config(args)
+    if args.restart:
+        return daytwo.transact(args, node, lambda: plan_migrate_node(node, to=args.to),
+                               expect_runtime=None)
+    plans = plan_migrate_node(node, to=args.to)
+    with locked_all([plan.path for plan in plans], node=node.node):
+        plans = plan_migrate_node(node, to=args.to)
+        written = [] if args.dry_run else write(plans, node=node)
+    report = daytwo.report(plans, written, dry_run=args.dry_run)
+    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    return 0
