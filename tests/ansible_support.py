@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,16 @@ from tests.helpers import REPO, require
 NODE_PYTHON_VERSION = "3.9"
 # Modules a node does not have; the collection must work without them.
 NOT_ON_NODES = ("gpuready", "tomlkit", "yaml")
+
+
+def ansible_tool(name: str) -> str:
+    """An ansible command line tool: the one installed beside this Python (a virtual
+    environment's bin folder need not be on PATH), else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file():
+        return str(beside)
+    require(binaries=(name,))
+    return shutil.which(name)
 
 
 def node_python() -> str:
@@ -98,7 +109,7 @@ class Fleet:
 
     def run(self, playbook: Path, *args: str, forks: int = 4) -> PlaybookRun:
         """Run ``ansible-playbook`` with the JSON callback; its parsed result."""
-        require(binaries=("ansible-playbook",))
+        playbook_tool = ansible_tool("ansible-playbook")
         env = dict(os.environ)
         env.update(
             ANSIBLE_COLLECTIONS_PATH=str(REPO),
@@ -115,7 +126,7 @@ class Fleet:
         )
         env.pop("GPUREADY_DEBUG", None)
         result = subprocess.run(
-            ["ansible-playbook", "-i", str(self.inventory), str(playbook), *args],
+            [playbook_tool, "-i", str(self.inventory), str(playbook), *args],
             capture_output=True, text=True, env=env, timeout=300,
         )
         try:

@@ -13,7 +13,8 @@ import tarfile
 
 import pytest
 
-from tests.helpers import REPO, require
+from tests.ansible_support import ansible_tool
+from tests.helpers import REPO
 
 COLLECTION = REPO / "ansible_collections" / "gpuready" / "node"
 MODULES = ("containerd_runtime", "gpuready_facts", "gpuready_setup")
@@ -21,9 +22,9 @@ MODULES = ("containerd_runtime", "gpuready_facts", "gpuready_setup")
 
 def ansible(*args: str, cwd=None) -> subprocess.CompletedProcess:
     """Run an ansible command line tool with this checkout's collection on the path."""
-    require(binaries=(args[0],))
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO), "ANSIBLE_NOCOLOR": "1"}
-    return subprocess.run(args, capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+    return subprocess.run([ansible_tool(args[0]), *args[1:]], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=120)
 
 
 @pytest.fixture(scope="module")

@@ -61,3 +61,28 @@ def test_a_closed_pipe_is_not_reported_as_success() -> None:
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert result.returncode == 141
     assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr
+
+
+READ_PATH = """
+import sys
+sys.path.insert(0, {src!r})
+from gpuready.cli.main import run
+code = run(["{command}", {target!r}])
+loaded = sorted(m for m in ("tomlkit", "difflib", "grpc") if m in sys.modules)
+print(code, ",".join(loaded), file=sys.stderr)
+"""
+
+
+def test_the_read_path_loads_no_editor_no_diff_no_grpc(tmp_path) -> None:
+    """lint, doctor and audit read with tomllib: tomlkit (edits), difflib (diffs, suggestions)
+    and grpc (the live CRI) stay unloaded, so a read costs about a parse."""
+    config = tmp_path / "etc" / "containerd" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text((REPO / "tests" / "data" / "lab-base-registered.toml").read_text())
+    for command, target in (("lint", config), ("doctor", "--root=" + str(tmp_path)),
+                            ("audit", tmp_path)):
+        script = READ_PATH.format(src=str(REPO / "src"), command=command, target=str(target))
+        result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        code, _, loaded = result.stderr.strip().splitlines()[-1].partition(" ")
+        assert code in ("0", "1"), (command, result.stderr)
+        assert loaded == "", (command, loaded)

@@ -299,3 +299,17 @@ def test_owners_md_is_generated_from_the_table():
 
     assert (REPO / "docs" / "owners.md").read_text() == markdown(), (
         "docs/owners.md is stale: run PYTHONPATH=src python3 scripts/generate_owners_doc.py")
+
+
+def test_hostile_template_is_refused_quickly_and_untouched(tmp_path):
+    import time
+
+    root = node(tmp_path, "k3s")
+    template = root / K3S_DIR / "config.toml.tmpl"
+    template.write_text('{{ template "base" . }}\n' + "{{" * 400_000)  # 800 KB, never closed
+    before = snapshot(root)
+    started = time.monotonic()
+    result = run_cli("configure", "--root", str(root))
+    assert time.monotonic() - started < 20
+    assert result.code == 2 and f"{template}:2:1: Go template action" in result.err
+    assert snapshot(root) == before

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +30,8 @@ class Plan:
         """A unified diff from ``before`` to ``after`` (empty for a no-op)."""
         if not self.changes:
             return ""
+        import difflib  # lazy: only a change that is shown pays for it
+
         name = label or str(self.path)
         before_lines = (self.before or "").splitlines(keepends=True)
         after_lines = (self.after or "").splitlines(keepends=True)

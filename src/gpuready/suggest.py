@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 CUTOFF = 0.75
@@ -17,5 +16,7 @@ def did_you_mean(word: str, candidates: Iterable[str], *, cutoff: float = CUTOFF
     by_folded: dict[str, str] = {}
     for candidate in candidates:
         by_folded.setdefault(_folded(candidate), candidate)
+    import difflib  # lazy: only a misspelled key pays for it
+
     close = difflib.get_close_matches(_folded(word), list(by_folded), n=1, cutoff=cutoff)
     return by_folded[close[0]] if close else None

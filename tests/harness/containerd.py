@@ -8,10 +8,6 @@ Everything started is stopped by process id: the daemon, and any shim that names
 
 from __future__ import annotations
 
-import contextlib
-import os
-import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -157,16 +153,10 @@ class Containerd:
 
     def stop(self) -> None:
         """SIGTERM the daemon (SIGKILL after a while), then any of its shims left behind."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT)
-        for pid in self.shim_pids():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        from tests.harness.processes import terminate
+
+        terminate(self.process, timeout=STOP_TIMEOUT)
+        terminate(None, timeout=STOP_TIMEOUT, leftovers=self.shim_pids())
 
     def restart(self) -> Containerd:
         """Stop and start again on the same folder (and the config file as it is now)."""
@@ -175,12 +165,7 @@ class Containerd:
 
     def remove(self) -> None:
         """Stop, then delete the folder (unmounting what containerd left mounted under it)."""
+        from tests.harness.processes import remove_folder
+
         self.stop()
-        mounts = [
-            line.split()[1]
-            for line in Path("/proc/self/mounts").read_text().splitlines()
-            if line.split()[1].startswith(str(self.folder) + "/")
-        ]
-        for mount in sorted(mounts, key=len, reverse=True):
-            subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_folder(self.folder)

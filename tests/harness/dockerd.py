@@ -14,10 +14,11 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
+
+from tests.harness.processes import remove_folder, terminate
 
 START_TIMEOUT = 60.0
 STOP_TIMEOUT = 20.0
@@ -101,25 +102,10 @@ class Dockerd:
 
     def stop(self) -> None:
         """SIGTERM dockerd (SIGKILL after a while), then whatever of its own is left, by pid."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(STOP_TIMEOUT)
-        for pid in self.children():
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        terminate(self.process, timeout=STOP_TIMEOUT)
+        terminate(None, timeout=STOP_TIMEOUT, leftovers=self.children())
 
     def remove(self) -> None:
         """Stop, unmount what the daemon left mounted in the folder, delete the folder."""
         self.stop()
-        mounts = [
-            line.split()[1]
-            for line in Path("/proc/self/mounts").read_text().splitlines()
-            if line.split()[1].startswith(str(self.folder) + "/")
-        ]
-        for mount in sorted(mounts, key=len, reverse=True):
-            subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_folder(self.folder)

@@ -22,7 +22,6 @@ from gpuready.errors import InputError
 
 # {{ template "base" . }}, with Go's optional trim markers ({{- ... -}}) and spacing.
 BASE_ACTION = re.compile(r"\{\{(-?)\s*template\s+\"base\"\s+\.\s*(-?)\}\}")
-ACTION = re.compile(r"\{\{.*?\}\}", re.DOTALL)
 BASE_LINE = '{{ template "base" . }}'
 
 
@@ -53,18 +52,30 @@ def _position(text: str, offset: int) -> tuple[int, int]:
     return line, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
+def _first_action(text: str) -> tuple[str, int] | None:
+    """The first ``{{ ... }}`` (or unclosed ``{{``) and its offset, found in linear time (a
+    regular expression would backtrack quadratically on a hostile file of many ``{{``)."""
+    start = text.find("{{")
+    if start < 0:
+        return None
+    end = text.find("}}", start + 2)
+    shown = text[start: end + 2] if end >= 0 else text[start: start + 40]
+    return (shown if len(shown) <= 80 else shown[:77] + "..."), start
+
+
 def parse_template(text: str, path: Path) -> GoTemplate:
     """Split a template; an action outside the documented subset is an :class:`InputError`."""
     match = BASE_ACTION.search(text)
     prefix, action, body = ("", "", text) if match is None else (
         text[: match.start()], match.group(0), text[match.end():])
     for part, start in ((prefix, 0), (body, len(text) - len(body))):
-        other = ACTION.search(part)
+        other = _first_action(part)
         if other:
-            line, column = _position(text, start + other.start())
+            found, offset = other
+            line, column = _position(text, start + offset)
             raise InputError(
                 path,
-                f"Go template action {other.group(0)!r} is outside what gpuready edits "
+                f"Go template action {found!r} is outside what gpuready edits "
                 f"({BASE_LINE} followed by TOML, or plain TOML): edit this template by hand",
                 line=line,
                 column=column,

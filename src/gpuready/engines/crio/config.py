@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import tomlkit
-
 from gpuready.containerd.document import toml_error
 from gpuready.engines.crio import facts
 from gpuready.errors import InputError, UsageError
@@ -121,6 +119,8 @@ def base_entry(others: list[CrioFile]) -> dict[str, Any]:
 
 def plan_add_runtime(dropin: CrioFile, runtime: CrioRuntime, *, base: dict[str, Any]) -> Plan:
     """Write ``[crio.runtime.runtimes.NAME]`` into the drop-in, keeping what it holds."""
+    import tomlkit  # lazy: only edits pay for it, lint and doctor read with tomllib
+
     current = runtimes(dropin.data).get(runtime.name)
     if isinstance(current, dict) and current.get("runtime_path") == runtime.path:
         return _unchanged(dropin, f"runtime {runtime.name} already registered in "
@@ -142,6 +142,8 @@ def plan_add_runtime(dropin: CrioFile, runtime: CrioRuntime, *, base: dict[str, 
 
 def plan_default_runtime(dropin: CrioFile, name: str) -> Plan:
     """Set ``crio.runtime.default_runtime``: every pod without a RuntimeClass then uses it."""
+    import tomlkit  # lazy: only edits pay for it, lint and doctor read with tomllib
+
     if lookup(dropin.data, facts.DEFAULT_RUNTIME_PATH) == name:
         return _unchanged(dropin, f"{name} already the default runtime")
     document = tomlkit.parse(without_bom(dropin.text or ""))
@@ -152,6 +154,8 @@ def plan_default_runtime(dropin: CrioFile, name: str) -> Plan:
 
 def plan_remove_runtime(dropin: CrioFile, name: str) -> Plan:
     """Remove ``[crio.runtime.runtimes.NAME]`` from the drop-in, and tables left empty."""
+    import tomlkit  # lazy: only edits pay for it, lint and doctor read with tomllib
+
     if name not in runtimes(dropin.data):
         return _unchanged(dropin, f"runtime {name} is not registered in {dropin.path}")
     document = tomlkit.parse(without_bom(dropin.text or ""))
@@ -168,6 +172,8 @@ def plan_remove_runtime(dropin: CrioFile, name: str) -> Plan:
 
 
 def _ensure_tables(document, path: Path):
+    import tomlkit
+
     node = document
     for key in facts.RUNTIMES_PATH:
         if key not in node:
