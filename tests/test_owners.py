@@ -103,6 +103,7 @@ def _rendered_runtime(root: Path, template_name: str) -> tuple[str, dict]:
     return rendered, tomllib.loads(rendered)
 
 
+@pytest.mark.containerd
 def test_k3s_template_renders_to_a_config_real_containerd_loads(tmp_path):
     """The version 2 template, rendered the way k3s renders it (against a hand-written base
     modelled on k3s's generated config: k3s itself did not render it), is loaded by Debian's

@@ -85,6 +85,7 @@ def test_configure_then_unconfigure_gives_back_every_byte(
     assert unconfigure(node) == [], "a second unconfigure wrote something"
 
 
+@pytest.mark.containerd
 @pytest.mark.parametrize(("fixture", "major"), CASES)
 def test_drop_in_and_in_place_give_the_same_effective_config(
     tmp_path: Path, fixture: Path, major: int
