@@ -60,9 +60,12 @@ def test_verify_live_names_the_binary_2x_uses(capsys, monkeypatch, replay_contai
     server = replay_containerd(release)
     result = verify(capsys, monkeypatch, server.address, config_used(release), "--runtime-name",
                     "both")
-    row = next(line for line in result.out.splitlines() if line.strip().startswith("both "))
-    assert "standin-both-camel (as binaryName)" in row
-    assert "standin-both-Pascal" not in row
+    rows = {line.split()[0]: line for line in result.out.splitlines()[2:] if line.startswith("  ")}
+    assert "standin-both-camel (as binaryName)" in rows["both"]
+    assert "standin-both-Pascal" not in rows["both"]
+    assert "standin-camel (as binaryName)" in rows["camel"]
+    assert "standin-upper (as BINARYNAME)" in rows["upper"]
+    assert "standin-snake" not in rows["snake"]
 
 
 def test_verify_live_names_the_binary_1_6_uses_from_the_recording(
