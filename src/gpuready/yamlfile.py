@@ -75,41 +75,54 @@ def check_bounds(text: str) -> None:
 def _first_bound_problem(text: str) -> tuple[str, Any] | None:
     import yaml
 
+    try:
+        return _walk_for_bounds(_events(text, _event_loader()))
+    except yaml.YAMLError:
+        # libyaml (0.2.5 and later) refuses nesting past 1,000 levels while it scans ahead, before
+        # the walk counts 100: walk again with PyYAML's own parser (iterative, no such limit), which
+        # reaches the bound or the real syntax error
+        pass
+    try:
+        return _walk_for_bounds(_events(text, _loader()))
+    except yaml.YAMLError:
+        return None
+
+
+def _walk_for_bounds(events) -> tuple[str, Any] | None:
+    import yaml
+
     anchors: dict[str, int] = {}
     stack: list[list[Any]] = []  # [expanded size so far, anchor] per open collection
     expanded = 0
-    try:
-        for event in _events(text):
-            if isinstance(event, yaml.CollectionStartEvent):
-                if len(stack) >= MAX_DEPTH:
-                    return f"YAML nested deeper than {MAX_DEPTH} levels; refused", event.start_mark
-                stack.append([1, event.anchor])
-                expanded += 1
-                continue
-            if isinstance(event, yaml.CollectionEndEvent):
-                size, anchor = stack.pop()
-            elif isinstance(event, yaml.ScalarEvent):
-                size, anchor = 1, event.anchor
-                expanded += 1
-            elif isinstance(event, yaml.AliasEvent):
-                size, anchor = anchors.get(event.anchor, 1), None
-                expanded += size
-            else:
-                continue
-            if anchor is not None:
-                anchors[anchor] = size
-            if stack:
-                stack[-1][0] += size
-            if expanded > MAX_EXPANDED_NODES:
-                return (f"YAML aliases expand to more than {MAX_EXPANDED_NODES:,} nodes (an "
-                        "alias bomb); refused", event.start_mark)
-    except yaml.YAMLError:
-        return None
+    for event in events:
+        if isinstance(event, yaml.CollectionStartEvent):
+            if len(stack) >= MAX_DEPTH:
+                return f"YAML nested deeper than {MAX_DEPTH} levels; refused", event.start_mark
+            stack.append([1, event.anchor])
+            expanded += 1
+            continue
+        if isinstance(event, yaml.CollectionEndEvent):
+            size, anchor = stack.pop()
+        elif isinstance(event, yaml.ScalarEvent):
+            size, anchor = 1, event.anchor
+            expanded += 1
+        elif isinstance(event, yaml.AliasEvent):
+            size, anchor = anchors.get(event.anchor, 1), None
+            expanded += size
+        else:
+            continue
+        if anchor is not None:
+            anchors[anchor] = size
+        if stack:
+            stack[-1][0] += size
+        if expanded > MAX_EXPANDED_NODES:
+            return (f"YAML aliases expand to more than {MAX_EXPANDED_NODES:,} nodes (an "
+                    "alias bomb); refused", event.start_mark)
     return None
 
 
-def _events(text: str):
-    loader = _event_loader()(text)
+def _events(text: str, loader_type):
+    loader = loader_type(text)
     try:
         while loader.check_event():
             yield loader.get_event()

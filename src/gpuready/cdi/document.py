@@ -123,7 +123,8 @@ def parse_json(text: str, file: str) -> SpecDocument:
     try:
         data = json.loads(text, object_pairs_hook=lambda pairs: _no_duplicates(pairs, duplicates))
     except RecursionError:
-        problem = Problem(RULE_INVALID, Severity.ERROR, "invalid JSON: nested too deep", file)
+        reason = f"invalid JSON: nested deeper than {yamlfile.MAX_DEPTH} levels; refused"
+        problem = Problem(RULE_INVALID, Severity.ERROR, reason, file)
         return SpecDocument(file, None, problems=[problem])
     except json.JSONDecodeError as error:
         problem = Problem(RULE_INVALID, Severity.ERROR, f"invalid JSON: {error.msg}", file,
