@@ -65,6 +65,27 @@ def test_setup_prints_one_line_per_step_with_absolute_paths(node: Path) -> None:
     assert f"{node}/root/toolkit/report.txt" in step_lines[7]
 
 
+@pytest.mark.parametrize(("engine", "previewed"), [
+    ("containerd", [1, 2, 4, 5, 6, 7, 8]),
+    ("docker", [1, 2, 4, 5, 6, 8]),  # no RuntimeClass for Docker
+])
+def test_step_lines_say_would_in_a_dry_run_and_what_was_done_in_a_real_one(
+    tmp_path: Path, engine: str, previewed: list[int]
+) -> None:
+    """Every file is planned in memory before the real writes: the lines of a real run must
+    still say what was done, not what would be."""
+
+    def outcomes(*args: str) -> list[str]:  # "[n/8] title: path: outcome" -> outcome
+        out = run_cli("setup", "--engine", engine, "--root", str(tmp_path), *args).out
+        return [line.split(": ", 2)[2] for line in out.splitlines() if line.startswith("[")]
+
+    dry = outcomes("--dry-run")
+    assert [n for n in range(1, 9) if "would " in dry[n - 1]] == previewed
+    real = outcomes()
+    assert not [line for line in real if "would" in line]
+    assert real[3].endswith("(created)") and real[7] == "created"
+
+
 def test_second_setup_changes_no_byte(node: Path) -> None:
     assert run_cli("setup", "--root", str(node)).code == 0
     first = _snapshot(node)

@@ -88,3 +88,41 @@ def test_a_working_copy_outside_containerds_folder_is_not_judged(tmp_path: Path)
     path = tmp_path / "copy.toml"
     path.write_text("version = 2\n")
     assert run_cli("configure", "--root", str(tmp_path), "--config", str(path)).code == 0
+
+
+def _docker_node(tmp_path: Path) -> Path:
+    config = tmp_path / "etc" / "containerd" / "config.toml"
+    config.parent.mkdir(parents=True)
+    shutil.copyfile(DOCKER, config)
+    return config
+
+
+def test_a_drop_in_beside_dockers_default_says_the_cri_is_off_and_exits_1(tmp_path: Path) -> None:
+    config = _docker_node(tmp_path)
+    result = run_cli("configure", "--root", str(tmp_path), "--drop-in",
+                     "--containerd-version", "1.6")
+    assert result.code == 1
+    errors = result.err.splitlines()
+    assert len(errors) == 1
+    assert errors[0].startswith(f"gpuready: error: {config}:4:1: disabled_plugins turns the CRI")
+    assert "--enable-cri" in errors[0]
+    report = json.loads(run_cli("configure", "--root", str(tmp_path), "--drop-in",
+                                "--containerd-version", "1.6", "--format", "json").out)
+    assert report["status"] == "failed"
+
+
+def test_enable_cri_with_a_drop_in_edits_the_main_file_not_the_drop_in(tmp_path: Path) -> None:
+    config = _docker_node(tmp_path)
+    original = config.read_text()
+    result = run_cli("configure", "--root", str(tmp_path), "--drop-in", "--enable-cri",
+                     "--containerd-version", "1.6")
+    assert result.code == 0, result.err
+    assert "removed 'cri' from disabled_plugins" in result.out
+    main = tomllib.loads(config.read_text())
+    assert main["disabled_plugins"] == []
+    assert main["imports"] == ["/etc/containerd/conf.d/99-nvidia.toml"]
+    drop_in = config.parent / "conf.d" / "99-nvidia.toml"
+    assert "disabled_plugins" not in tomllib.loads(drop_in.read_text())
+    assert run_cli("unconfigure", "--root", str(tmp_path)).code == 0
+    assert not drop_in.exists()
+    assert config.read_text() == original  # as after configure in place: the file, byte for byte

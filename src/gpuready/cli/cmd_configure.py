@@ -204,10 +204,15 @@ def run_day_two(args: argparse.Namespace, request) -> int:
         plans = plan_configure_node(node, request, drop_in=drop_in)
         written = [] if args.dry_run else write(plans, node=node)
     report = daytwo.report(plans, written, dry_run=args.dry_run)
+    main = next(plan for plan in plans if plan.path == node.config)
+    report["without_effect"] = _without_effect(main, node.config, node=node.node,
+                                               runtime_name=args.runtime_name)
+    if report["without_effect"]:
+        report["status"] = "failed"
     if args.enable_cdi:
         report["notes"].append(cdi_support_note())
     daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    return 0
+    return 1 if report["without_effect"] else 0
 
 
 def run_for_owner(args: argparse.Namespace, request) -> int:

@@ -50,7 +50,7 @@ def plan_configure(
         parts.append(plan_enable_cdi)
     if request.set_as_default:
         parts.append(lambda current: plan_default_runtime(current, request.runtime.name))
-    return _chain(config, parts)
+    return chain(config, parts)
 
 
 def plan_enable_cdi(config: ConfigFile) -> Plan:
@@ -108,7 +108,8 @@ def _set_values(config: ConfigFile, table: tuple[str, ...], values: dict, *, wha
     return restyle(config.text, text)
 
 
-def _chain(config: ConfigFile, parts: list[Callable[[ConfigFile], Plan]]) -> Plan:
+def chain(config: ConfigFile, parts: list[Callable[[ConfigFile], Plan]]) -> Plan:
+    """Plan each part on the text the previous part produced; one plan for all of them."""
     current = config
     plans = []
     for part in parts:

@@ -17,11 +17,16 @@ the main file's: containerd 2.3 refuses a drop-in whose version is higher.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from gpuready.containerd import facts
-from gpuready.containerd.configure import ConfigureRequest, plan_configure
+from gpuready.containerd.configure import (
+    ConfigureRequest,
+    chain,
+    plan_configure,
+    plan_enable_cri,
+)
 from gpuready.containerd.document import ConfigFile, load_config_text, parse_for_edit, render_edit
 from gpuready.containerd.effective import EffectiveConfig, load_effective
 from gpuready.containerd.versions import render_key_path
@@ -70,7 +75,8 @@ def plan_drop_in(
         )
     effective = load_effective(main.path, root=root, major=major, exclude=target.path)
     base = load_config_text(drop_in_base(effective, main.path, major=major), target.path)
-    planned = plan_configure(base, request, context=effective.data)
+    # disabled_plugins is the main file's: --enable-cri edits it there, never in the drop-in
+    planned = plan_configure(base, replace(request, enable_cri=False), context=effective.data)
     text = planned.after.rstrip("\n") + "\n"  # the table's trailing blank line: none at the end
     name = request.runtime.name
     if existing == text:
@@ -79,7 +85,10 @@ def plan_drop_in(
         summary = f"{'update' if existing else 'write'} drop-in with runtime {name}"
     notes = planned.notes + _shadow_notes(effective, main.path, major=major)
     drop = Plan(target.path, existing, text, summary, notes)
-    return [drop, plan_import(main, target, effective=effective, root=root)]
+    parts = [lambda current: plan_import(current, target, effective=effective, root=root)]
+    if request.enable_cri:
+        parts.append(plan_enable_cri)
+    return [drop, chain(main, parts)]
 
 
 def drop_in_base(effective: EffectiveConfig, main: Path, *, major: int) -> str:

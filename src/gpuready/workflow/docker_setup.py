@@ -30,7 +30,14 @@ from gpuready.node import FileKind
 from gpuready.plan import Plan
 from gpuready.workflow import contract
 from gpuready.workflow.contract import Check, NodeFiles, check_file_content
-from gpuready.workflow.setup import SetupOptions, SetupResult, Step, generate_cdi_spec
+from gpuready.workflow.setup import (
+    SetupOptions,
+    SetupResult,
+    Step,
+    generate_cdi_spec,
+    planned_outcome,
+    written_outcome,
+)
 from gpuready.workflow.staging import Staging
 from gpuready.yamlfile import load_mapping
 
@@ -57,22 +64,26 @@ def docker_files(options_node, toolkit_dir) -> DockerFiles:
 def run_docker_setup(options: SetupOptions) -> SetupResult:
     """Plan every step in memory, then (unless a dry run) write them as one transaction."""
     files = docker_files(options.node, options.toolkit_dir)
-    staging = Staging(node=options.node, kind_of=files.kind_of, dry_run=True)
+    staging = Staging(node=options.node, kind_of=files.kind_of, dry_run=True,
+                      preview=options.dry_run)
     result = SetupResult(plans=staging.plans)
     _register(options, files, staging, result)
     runtimes, default = _read_back(staging.read(files.config), files.config)
     name = options.request.name
     plan = staging.write(files.default_txt, default_txt(default), "default runtime")
-    result.steps.append(Step(4, "default runtime", plan.path, f"{default} ({_written(plan)})"))
+    outcome = written_outcome(plan, dry_run=options.dry_run)
+    result.steps.append(Step(4, "default runtime", plan.path, f"{default} ({outcome})"))
     plan = staging.write(files.parsed_txt, parsed_txt(runtimes), "parsed config")
+    outcome = written_outcome(plan, dry_run=options.dry_run)
     result.steps.append(Step(5, "JSON validated", plan.path,
-                             f"runtimes {', '.join(runtimes)} ({_written(plan)})"))
+                             f"runtimes {', '.join(runtimes)} ({outcome})"))
     _write_cdi(options, files, staging, result)
     result.steps.append(Step(7, "RuntimeClass", files.runtimeclass,
                              "not written: does not apply (docker): GPU containers opt in with "
                              f"docker run --runtime {name}"))
     plan = staging.write(files.report_txt, report_txt(runtimes, name), "report")
-    result.steps.append(Step(8, "verification report", plan.path, _written(plan)))
+    result.steps.append(Step(8, "verification report", plan.path,
+                             written_outcome(plan, dry_run=options.dry_run)))
     result.checks = docker_checks(files, name, staging.read)
     if not options.dry_run:
         fsio.apply_plans(result.plans, node=options.node)
@@ -90,9 +101,11 @@ def _register(options: SetupOptions, files: DockerFiles, staging: Staging,
         return chain(config, [lambda cfg: daemon_json.plan_add_runtime(cfg, runtime)])
 
     plan = staging.edit(files.config, compute)
-    staged = "kept" if plan.before is not None else "created as {} (dockerd's defaults)"
+    created = "would be created" if options.dry_run else "created"
+    staged = "kept" if plan.before is not None else f"{created} as {{}} (dockerd's defaults)"
     result.steps.append(Step(1, "base config", files.config, staged))
-    result.steps.append(Step(2, "runtime section", files.config, plan.summary))
+    result.steps.append(Step(2, "runtime section", files.config,
+                             planned_outcome(plan, dry_run=options.dry_run)))
     result.steps.append(Step(3, "runtime options", files.config,
                              f'path = "{runtime.path}", runtimeArgs = []; SystemdCgroup does not '
                              "apply (docker: dockerd's exec-opts native.cgroupdriver sets it)"))
@@ -113,7 +126,7 @@ def _write_cdi(options: SetupOptions, files: DockerFiles, staging: Staging,
     else:
         staging.write(files.cdi_spec, generate_cdi_spec(options.node, gpus=options.gpus),
                       "CDI spec")
-        outcome = "generated"
+        outcome = "would be generated" if options.dry_run else "generated"
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
     outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
@@ -164,9 +177,3 @@ def docker_checks(files: DockerFiles, name: str, read: Callable[[Path], str]) ->
                            report_txt(runtimes, name), read),
     ]
     return checks
-
-
-def _written(plan: Plan) -> str:
-    if not plan.changes:
-        return "unchanged"
-    return "created" if plan.before is None else "updated"

@@ -51,6 +51,11 @@ class Step:
     outcome: str
 
 
+def planned_outcome(plan: Plan, *, dry_run: bool) -> str:
+    """A plan's summary as a step shows it: ``would ...`` in a dry run when it changes the file."""
+    return f"would {plan.summary}" if dry_run and plan.changes else plan.summary
+
+
 @dataclass
 class SetupResult:
     """The steps taken, the plans behind them, notes, and the final contract checks."""
@@ -76,7 +81,7 @@ def run_setup(options: SetupOptions) -> SetupResult:
     disk, the files already written get their previous bytes back) and checks the contract on
     the files as they are on disk.
     """
-    result = _run_steps(replace(options, dry_run=True))
+    result = _run_steps(options)
     if options.dry_run:
         return result
     fsio.apply_plans(result.plans, node=options.node)
@@ -93,7 +98,9 @@ def _run_steps(options: SetupOptions) -> SetupResult:
     files = NodeFiles.on(options.node, options.toolkit_dir)
     if options.owned:  # the contract's other files stay where the contract puts them
         files = replace(files, config=options.node.path(options.detection.owner.config))
-    staging = Staging(node=options.node, kind_of=files.kind_of, dry_run=options.dry_run)
+    # every file is planned in memory first, even for real: the writes come after, all at once
+    staging = Staging(node=options.node, kind_of=files.kind_of, dry_run=True,
+                      preview=options.dry_run)
     result = SetupResult(plans=staging.plans)
     register = _register_for_owner if options.owned else _stage_and_register
     config = register(options, files, staging, result)
@@ -133,7 +140,8 @@ def _stage_and_register(
     result.notes.extend(n for n in plan.notes if not n.startswith(CGROUP_NOTE))
     staged = _staged(base, plan, dry_run=options.dry_run)
     result.steps.append(Step(1, "base config", files.config, staged))
-    result.steps.append(Step(2, "runtime section", files.config, plan.summary))
+    result.steps.append(Step(2, "runtime section", files.config,
+                             planned_outcome(plan, dry_run=options.dry_run)))
     config = contract.read_config_facts(
         staging.read(files.config), files.config, options.request.name
     )
@@ -158,8 +166,6 @@ def _register_for_owner(
     from gpuready.owners.effective import effective_config
 
     node, owner = options.node, options.detection.owner
-    if not options.dry_run:
-        node.writable(files.toolkit).mkdir(parents=True, exist_ok=True)
 
     def plan_now():
         request = ConfigureRequest(runtime=options.request, enable_cri=options.enable_cri)
@@ -207,7 +213,7 @@ def _write_default(files, staging, result, config: contract.ConfigFacts) -> None
     plan = staging.write(files.default_txt, contract.default_txt(config), "default runtime")
     verdict = "runc, left as it is" if config.default_runtime == "runc" else (
         f"{config.default_runtime!r}, NOT runc: every pod without a RuntimeClass runs through it")
-    written = _written(plan, dry_run=staging.dry_run)
+    written = written_outcome(plan, dry_run=staging.preview)
     result.steps.append(Step(4, "default runtime", plan.path, f"{verdict} ({written})"))
 
 
@@ -215,7 +221,7 @@ def _write_parsed(files, staging, result, config: contract.ConfigFacts) -> None:
     """Step 5: the version and runtime names, as tomllib reads the written config."""
     plan = staging.write(files.parsed_txt, contract.parsed_txt(config), "parsed config")
     detail = f"version {config.version}, runtimes {', '.join(config.runtimes)}"
-    written = _written(plan, dry_run=staging.dry_run)
+    written = written_outcome(plan, dry_run=staging.preview)
     result.steps.append(Step(5, "TOML validated", plan.path, f"{detail} ({written})"))
 
 
@@ -226,7 +232,7 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
     else:
         text = generate_cdi_spec(options.node, gpus=options.gpus)
         staging.write(files.cdi_spec, text, "CDI spec")
-        outcome = "would be generated" if staging.dry_run else "generated"
+        outcome = "would be generated" if staging.preview else "generated"
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
     outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
@@ -240,7 +246,7 @@ def _write_runtimeclass(files, staging, result, config: contract.ConfigFacts) ->
     registered = "registered" if handler in config.runtimes else "NOT registered in config.toml"
     text = runtimeclass.render(config.runtime_name, handler)
     plan = staging.write(files.runtimeclass, text, "RuntimeClass")
-    outcome = f"handler {handler}, {registered} ({_written(plan, dry_run=staging.dry_run)})"
+    outcome = f"handler {handler}, {registered} ({written_outcome(plan, dry_run=staging.preview)})"
     result.steps.append(Step(7, "RuntimeClass", plan.path, outcome))
 
 
@@ -251,11 +257,11 @@ def _write_report(files, staging, result, config: contract.ConfigFacts) -> None:
     manifest = load_mapping(staging.read(files.runtimeclass), files.runtimeclass)
     plan = staging.write(files.report_txt, contract.report_txt(written, manifest.get("handler")),
                          "report")
-    written = _written(plan, dry_run=staging.dry_run)
+    written = written_outcome(plan, dry_run=staging.preview)
     result.steps.append(Step(8, "verification report", plan.path, written))
 
 
-def _written(plan: Plan, *, dry_run: bool) -> str:
+def written_outcome(plan: Plan, *, dry_run: bool) -> str:
     """What the step did to its file; in a dry run, what it would do."""
     if not plan.changes:
         return "unchanged"

@@ -18,10 +18,14 @@ class Staging:
     in memory (and their plans collected for diffs), and later reads see those texts instead.
     """
 
-    def __init__(self, *, node: Node, kind_of: Callable[[Path], FileKind], dry_run: bool) -> None:
+    def __init__(self, *, node: Node, kind_of: Callable[[Path], FileKind], dry_run: bool,
+                 preview: bool | None = None) -> None:
         self.node = node
         self.kind_of = kind_of
         self.dry_run = dry_run
+        # What the step lines say: "would be created" only when the user asked for a dry run,
+        # not when a real run stages every file in memory before writing them as one transaction.
+        self.preview = dry_run if preview is None else preview
         self.plans: list[Plan] = []
         self._pending: dict[Path, str] = {}
 
