@@ -1,11 +1,12 @@
 """Generate a fleet of node folders from the real default configs, with injected faults.
 
-Each node is laid out as Ansible's fetch writes it (``FLEET/HOST/etc/containerd/config.toml``,
-plus the RuntimeClass and the CDI spec where the node has them). The configs start from the
-``containerd config default`` output of real releases (1.6.20, 2.1.9, 2.3.4, in
-tests/data/containerd/) with the NVIDIA runtime registered at the table the config's version
-reads; variations: runtime name, cgroup driver, binary path, CDI on or off, manifests present or
-not. One node in ``FAULT_EVERY`` gets one fault, each with the rule that must report it.
+Each node is laid out as the collection's ``gpuready_facts`` copies a node for doctor
+(``FLEET/HOST/etc/containerd/config.toml``, the RuntimeClass, the CDI spec where the node has one,
+and an empty stand-in with the mode of each runtime binary the config names and the node has).
+The configs start from the ``containerd config default`` output of real releases (1.6.20, 2.1.9,
+2.3.4, in tests/data/containerd/) with the NVIDIA runtime registered at the table the config's
+version reads; variations: binary path, CDI spec present or not. One node in ``FAULT_EVERY`` gets
+one fault, each with the rule that must report it.
 """
 
 from __future__ import annotations
@@ -77,7 +78,11 @@ def runtime_table(header: str, name: str, *, binary: str, systemd: str) -> str:
 
 
 # Each fault: the rule that must report it, and how it changes (config, runtimeclass handler).
+# The node has the binary its config names, except where the fault is that it does not.
 FAULTS = {
+    "binary-missing": lambda base, name: (
+        base.text + runtime_table(base.runtime_header, name, binary=UNINSTALLED,
+                                  systemd="false"), name),
     "runtime-not-registered": lambda base, name: (base.text, name),
     "bool-as-string": lambda base, name: (
         base.text + runtime_table(base.runtime_header, name, binary=BINARY,
@@ -91,6 +96,7 @@ FAULTS = {
 BINARY = "/usr/bin/nvidia-container-runtime"
 # Where the NVIDIA runtime lives: the toolkit's package, and the GPU Operator's install folder.
 BINARIES = (BINARY, BINARY, "/usr/local/nvidia/toolkit/nvidia-container-runtime")
+UNINSTALLED = "/opt/nvidia/bin/nvidia-container-runtime"
 
 
 def _registered(base: Base, name: str) -> str:
@@ -121,6 +127,11 @@ def generate(folder: Path, count: int, *, seed: int = 7) -> dict[str, str]:
     return expected
 
 
+def _installed(config: str) -> list[str]:
+    """The runtime binaries a config names that the node has (all but the uninstalled one)."""
+    return [binary for binary in dict.fromkeys(BINARIES) if f'"{binary}"' in config]
+
+
 def _write_node(root: Path, config: str, name: str, handler: str, *, with_cdi: bool) -> None:
     (root / "etc" / "containerd").mkdir(parents=True)
     (root / "etc" / "containerd" / "config.toml").write_text(config)
@@ -130,6 +141,11 @@ def _write_node(root: Path, config: str, name: str, handler: str, *, with_cdi: b
     if with_cdi:
         (root / "etc" / "cdi").mkdir(parents=True)
         (root / "etc" / "cdi" / "nvidia.yaml").write_text(CDI_SPEC)
+    for binary in _installed(config):  # an empty stand-in, as the collection's copy has
+        stand_in = root / binary.lstrip("/")
+        stand_in.parent.mkdir(parents=True, exist_ok=True)
+        stand_in.write_bytes(b"")
+        stand_in.chmod(0o755)
 
 
 def node_files(root: Path) -> list[Path]:

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -80,6 +80,7 @@ class Fleet:
     folder: Path
     hosts: list[str]
     python: str
+    host_vars: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def root(self, host: str) -> Path:
         """The host's root folder."""
@@ -95,7 +96,9 @@ class Fleet:
         path = self.folder / "inventory.ini"
         if not path.exists():
             lines = ["[nodes]"]
-            lines += [f"{host} gpuready_root={self.root(host)}" for host in self.hosts]
+            lines += [" ".join([f"{host} gpuready_root={self.root(host)}"] + [
+                f"{name}={value}" for name, value in self.host_vars.get(host, {}).items()])
+                for host in self.hosts]
             lines += ["", "[nodes:vars]", "ansible_connection=local",
                       f"ansible_python_interpreter={self.python}"]
             path.write_text("\n".join(lines) + "\n")
@@ -167,9 +170,10 @@ class PlaybookRun:
         raise AssertionError(f"no task {task_name!r} in the run")
 
 
-def fleet(folder: Path, hosts: list[str]) -> Fleet:
-    """A fleet whose hosts run modules with a Python that has no gpuready and no libraries."""
+def fleet(folder: Path, hosts: list[str], host_vars: dict | None = None) -> Fleet:
+    """A fleet whose hosts run modules with a Python that has no gpuready and no libraries;
+    ``host_vars`` become inventory variables of single hosts."""
     python = node_python()
     present = [module for module in NOT_ON_NODES if importable(python, module)]
     assert not present, f"{python} must not have {present}: it stands for a bare node"
-    return Fleet(folder, hosts, python)
+    return Fleet(folder, hosts, python, host_vars or {})

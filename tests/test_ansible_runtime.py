@@ -1,23 +1,32 @@
 """``gpuready.node.containerd_runtime`` with the real ``ansible-playbook``, eight hosts, forks > 1.
 
 The hosts' modules run with a Python 3.9 that has neither gpuready nor tomlkit nor PyYAML, so
-every edit must be planned on the controller and written with Ansible's own transfer. The tests
-share one fleet and run in order: check mode, the first run, the second run.
+every edit must be planned on the controller and written with Ansible's own transfer. Some hosts
+register in place, some in a drop-in (one whose config already imports ``conf.d/*.toml``), one
+has a config that is not TOML. Every node must end up exactly as ``gpuready configure`` and
+``gpuready unconfigure`` leave a copy of it. The tests share one fleet and run in order: check
+mode, the first run, the second run, then ``state: absent`` in check mode, twice for real.
 """
 
 from __future__ import annotations
 
 import shutil
 import tomllib
+from pathlib import Path
 
 import pytest
 
 from tests.ansible_support import fleet
-from tests.helpers import LAB_BASE
+from tests.helpers import LAB_BASE, run_cli
 
 HOSTS = [f"gpu{index:02d}" for index in range(1, 9)]
 BROKEN = "gpu05"
 BROKEN_TEXT = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"\n'
+CDI = "gpu04"
+DROP_IN = {"gpu06": "true", "gpu07": "true", "gpu08": "/etc/containerd/nvidia.toml"}
+GLOBBED = "gpu07"  # its config already imports conf.d/*.toml: no imports entry is added
+GLOB_IMPORT = 'imports = ["/etc/containerd/conf.d/*.toml"]\n'
+DEFAULT_DROP_IN = "etc/containerd/conf.d/99-nvidia.toml"
 TASK = "Register the NVIDIA runtime"
 PLAYBOOK = f"""\
 - hosts: nodes
@@ -26,65 +35,105 @@ PLAYBOOK = f"""\
     - name: {TASK}
       gpuready.node.containerd_runtime:
         root: "{{{{ gpuready_root }}}}"
+        state: "{{{{ wanted | default('present') }}}}"
+        drop_in: "{{{{ drop_in | default(omit) }}}}"
+        enable_cdi: "{{{{ enable_cdi | default(false) }}}}"
 """
 
 
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory):
-    """Eight hosts with the lab's base config, one of them with a config that is not TOML."""
-    found = fleet(tmp_path_factory.mktemp("fleet"), HOSTS)
+    """Eight hosts with the lab's base config: in place, with CDI, in drop-ins, and broken."""
+    host_vars = {host: {"drop_in": path} for host, path in DROP_IN.items()}
+    host_vars[CDI] = {"enable_cdi": "true"}
+    found = fleet(tmp_path_factory.mktemp("fleet"), HOSTS, host_vars)
     for host in HOSTS:
         found.config(host).parent.mkdir(parents=True)
         shutil.copyfile(LAB_BASE, found.config(host))
+    found.config(GLOBBED).write_text(GLOB_IMPORT + LAB_BASE.read_text())
     found.config(BROKEN).write_text(BROKEN_TEXT)
+    found.originals = {host: tree(found.root(host)) for host in HOSTS}
     return found
 
 
-def snapshot(nodes) -> dict[str, tuple[bytes, int]]:
-    """Every host's config bytes and mtime, and whether a backup exists."""
-    return {
-        host: (nodes.config(host).read_bytes(), nodes.config(host).stat().st_mtime_ns,
-               nodes.config(host).with_name("config.toml.gpuready.bak").exists())
-        for host in HOSTS
-    }
+@pytest.fixture(scope="module")
+def expected(nodes, tmp_path_factory):
+    """Each host's files as ``gpuready configure`` leaves them, found by running it on the
+    host's root itself (its record names that root) and putting the root back afterwards."""
+    aside = tmp_path_factory.mktemp("aside")
+    found = {}
+    for host in HOSTS:
+        if host == BROKEN:
+            continue
+        root = nodes.root(host)
+        shutil.move(root, aside / host)
+        shutil.copytree(aside / host, root)
+        flags = ["--drop-in"] if DROP_IN.get(host) == "true" else (
+            ["--drop-in", DROP_IN[host]] if host in DROP_IN else [])
+        flags += ["--enable-cdi"] if host == CDI else []
+        result = run_cli("configure", "--root", str(root), "--config",
+                         str(nodes.config(host)), *flags)
+        assert result.code == 0, result.err
+        found[host] = tree(root)
+        shutil.rmtree(root)
+        shutil.move(aside / host, root)
+    return found
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every file below ``root`` by its relative path, with its text."""
+    return {str(path.relative_to(root)): path.read_text()
+            for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def snapshot(nodes) -> dict[str, dict]:
+    """Every host's files with their texts and modification times."""
+    return {host: {str(p): (p.read_bytes(), p.stat().st_mtime_ns)
+                   for p in sorted(nodes.root(host).rglob("*")) if p.is_file()}
+            for host in HOSTS}
+
+
+def run(nodes, name: str, *args: str, state: str = "present"):
+    return nodes.run(nodes.playbook(name, PLAYBOOK), "-e", f"wanted={state}", *args, forks=4)
 
 
 def test_check_mode_reports_changes_and_writes_nothing(nodes):
     before = snapshot(nodes)
-    run = nodes.run(nodes.playbook("check.yml", PLAYBOOK), "--check", "--diff")
-    results = run.results(TASK)
+    result = run(nodes, "check.yml", "--check", "--diff")
+    results = result.results(TASK)
     assert snapshot(nodes) == before
     for host in HOSTS:
         if host == BROKEN:
             continue
         assert results[host]["changed"] is True, results[host]
         assert results[host]["written"] is False
-        diff = results[host]["diff"]
-        assert "containerd.runtimes.nvidia]" not in diff["before"]
-        assert "containerd.runtimes.nvidia]" in diff["after"]
-    assert run.stats[BROKEN]["failures"] == 1
+        diffs = {d["after_header"]: d for d in results[host]["diff"]}
+        runtime_file = str(nodes.root(host) / DEFAULT_DROP_IN) if DROP_IN.get(host) == "true" \
+            else str(nodes.root(host) / DROP_IN.get(host, "/etc/containerd/config.toml")[1:])
+        assert "containerd.runtimes.nvidia]" in diffs[runtime_file]["after"]
+        assert "containerd.runtimes.nvidia]" not in diffs[runtime_file]["before"]
+    assert result.stats[BROKEN]["failures"] == 1
 
 
-def test_first_run_changes_every_host_and_a_broken_one_fails_alone(nodes):
-    originals = {host: nodes.config(host).read_bytes() for host in HOSTS}
-    run = nodes.run(nodes.playbook("apply.yml", PLAYBOOK), forks=4)
-    assert run.code != 0  # one host failed
+def test_first_run_changes_every_host_as_the_command_line_does(nodes, expected):
+    result = run(nodes, "apply.yml")
+    assert result.code != 0  # one host failed
     for host in HOSTS:
-        stats = run.stats[host]
+        stats = result.stats[host]
         if host == BROKEN:
             assert stats["failures"] == 1 and stats["changed"] == 0
             continue
         assert stats == {**stats, "failures": 0, "changed": 1}, (host, stats)
-        data = tomllib.loads(nodes.config(host).read_text())
-        runtimes = data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
-        assert runtimes["nvidia"]["options"] == {
-            "BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": True}
-        # Only lines were added: every original line is still there, comments included.
-        assert set(originals[host].decode().splitlines()) <= set(
-            nodes.config(host).read_text().splitlines())
-        backup = nodes.config(host).with_name("config.toml.gpuready.bak")
-        assert backup.read_bytes() == originals[host]
-    broken = run.results(TASK)[BROKEN]
+        assert tree(nodes.root(host)) == expected[host], host
+    config = tomllib.loads(nodes.config("gpu01").read_text())
+    runtimes = config["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert runtimes["nvidia"]["options"] == {
+        "BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": True}
+    assert tomllib.loads(nodes.config("gpu06").read_text())["imports"] == [
+        "/" + DEFAULT_DROP_IN]  # the node's path, not the root's
+    original = nodes.originals[GLOBBED]["etc/containerd/config.toml"]
+    assert nodes.config(GLOBBED).read_text() == original
+    broken = result.results(TASK)[BROKEN]
     assert broken["msg"] == (
         f"{nodes.config(BROKEN)}:2:37: invalid TOML: Expected ']' at the end of a table "
         "declaration"
@@ -94,9 +143,37 @@ def test_first_run_changes_every_host_and_a_broken_one_fails_alone(nodes):
 
 def test_second_run_changes_nothing(nodes):
     before = snapshot(nodes)
-    run = nodes.run(nodes.playbook("again.yml", PLAYBOOK), forks=4)
+    result = run(nodes, "again.yml")
     for host in HOSTS:
         if host != BROKEN:
-            assert run.stats[host]["changed"] == 0, (host, run.stats[host])
-            assert "already registered" in run.results(TASK)[host]["summary"]
+            assert result.stats[host]["changed"] == 0, (host, result.stats[host])
+            assert "already" in result.results(TASK)[host]["summary"], result.results(TASK)[host]
     assert snapshot(nodes) == before
+
+
+def test_absent_in_check_mode_shows_the_removal_and_writes_nothing(nodes):
+    before = snapshot(nodes)
+    result = run(nodes, "absent-check.yml", "--check", "--diff", state="absent")
+    assert snapshot(nodes) == before
+    results = result.results(TASK)
+    for host in HOSTS:
+        if host == BROKEN:
+            assert results[host]["changed"] is False  # nothing was ever recorded there
+            continue
+        assert results[host]["changed"] is True, results[host]
+        after = "".join(d["after"] for d in results[host]["diff"])
+        assert "runtimes.nvidia]" not in after
+
+
+def test_absent_takes_back_exactly_what_was_added_and_twice_changes_nothing(nodes):
+    result = run(nodes, "absent.yml", state="absent")
+    assert not result.failures(), result.failures()
+    for host in HOSTS:
+        assert result.stats[host]["changed"] == (0 if host == BROKEN else 1), host
+        assert tree(nodes.root(host)) == nodes.originals[host], host
+    again = run(nodes, "absent-again.yml", state="absent")
+    assert not again.failures(), again.failures()
+    for host in HOSTS:
+        assert again.stats[host]["changed"] == 0, host
+        assert "nothing to remove" in again.results(TASK)[host]["summary"]
+    assert all(tree(nodes.root(host)) == nodes.originals[host] for host in HOSTS)

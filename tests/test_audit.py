@@ -115,3 +115,19 @@ def test_no_node_found_is_a_usage_error(tmp_path):
     result = run_cli("audit", str(tmp_path))
     assert result.code == 2
     assert "no node found" in result.err
+
+
+def test_a_rule_that_is_an_error_on_some_nodes_is_listed_as_an_error_with_the_split(tmp_path):
+    """cdi-spec-missing is an error where the config enables CDI (2.x), a warning elsewhere: the
+    summary must not show the severity of whichever node came first."""
+    folder = tmp_path / "fleet"
+    node(folder, "a-cdi-off")  # version 2 with CDI off: a missing spec is a warning
+    node(folder, "b-cdi-on", source=REPO / "tests/data/containerd/containerd-2.1.9-default.toml")
+    node(folder, "c-cdi-on", source=REPO / "tests/data/containerd/containerd-2.3.4-default.toml")
+    result = run_cli("audit", str(folder))
+    row = "  cdi-spec-missing        error    3 (error on 2, warning on 1)"
+    assert row in result.out.splitlines()
+    document = json.loads(run_cli("audit", str(folder), "--format", "json").out)
+    row = next(entry for entry in document["rules"] if entry["rule"] == "cdi-spec-missing")
+    assert row == {"rule": "cdi-spec-missing", "severity": "error", "nodes": 3,
+                   "nodes_by_severity": {"error": 2, "warning": 1}}

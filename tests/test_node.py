@@ -140,3 +140,34 @@ def test_setup_with_a_file_as_root_is_refused_in_one_line(tmp_path: Path) -> Non
     assert result.code == 2
     assert result.err.strip() == f"gpuready: error: {not_a_folder}: --root is not a folder"
     assert not_a_folder.read_text() == "x"
+
+
+def test_a_link_made_during_a_read_only_pass_is_followed_by_the_writer(tmp_path: Path) -> None:
+    """What a read-only pass remembers never steers a write: a folder swapped for a link to
+    another place meanwhile is followed (inside the root) by the writer, and by the next pass."""
+    (tmp_path / "etc" / "containerd").mkdir(parents=True)
+    (tmp_path / "srv").mkdir()
+    node = Node(tmp_path)
+    config = node.path("/etc/containerd/config.toml")
+    with node.reading():
+        assert node.resolve(config) == tmp_path / "etc/containerd/config.toml"
+        assert not node.exists(config)
+        (tmp_path / "etc" / "containerd").rmdir()
+        (tmp_path / "etc" / "containerd").symlink_to("/srv")
+        (tmp_path / "srv" / "config.toml").write_text("")
+        assert node.writable(config) == tmp_path / "srv" / "config.toml"
+        assert not node.exists(config)  # the pass sees the node as it first looked at it
+    assert node.resolve(config) == tmp_path / "srv" / "config.toml"
+    assert node.is_file(config)
+
+
+def test_a_missing_folder_hides_everything_below_it_but_dot_dot_climbs_out(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "x.toml").write_text("")
+    (tmp_path / "etc" / "up").symlink_to("gone/../x.toml")  # through a missing folder and back
+    node = Node(tmp_path)
+    with node.reading():
+        for _ in range(2):  # looked up, then remembered
+            assert node.resolve(tmp_path / "etc/up") == tmp_path / "etc" / "x.toml"
+            assert node.is_file(tmp_path / "etc/up")
+            assert not node.lexists(tmp_path / "etc/gone/deeper/x.toml")

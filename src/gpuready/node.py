@@ -14,11 +14,14 @@ on the command line) is the user's own and is taken as the operating system reso
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import fnmatch
+import functools
 import os
 import posixpath
 import stat
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
 from gpuready.errors import InputError
@@ -51,13 +54,23 @@ class FileKind(enum.Enum):
 
 
 class Node:
-    """The file system of one node, seen from ``root`` (``/`` for the machine gpuready runs on)."""
+    """The file system of one node, seen from ``root`` (``/`` for the machine gpuready runs on).
+
+    Paths are resolved as strings with ``os.lstat`` (no :mod:`pathlib` objects on the way: a fleet
+    audit resolves tens of paths per node). Inside :meth:`reading` the node also remembers what
+    each path it looked at is, for a read-only pass that asks about the same folders again and
+    again; :meth:`writable` always looks afresh.
+    """
 
     def __init__(self, root: Path | str = "/") -> None:
         self.root = Path(os.path.abspath(root))
+        self._root = str(self.root)
+        self._prefix = self._root.rstrip("/") + "/"  # what a path below the root starts with
+        self._seen: dict[str, os.stat_result | None] | None = None  # None: not remembering
+        self._targets: dict[str, str] = {}
 
     def __repr__(self) -> str:
-        return f"Node({str(self.root)!r})"
+        return f"Node({self._root!r})"
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Node) and other.root == self.root
@@ -68,7 +81,26 @@ class Node:
     @property
     def is_host(self) -> bool:
         """True when the root is ``/``: node paths are the machine's own paths."""
-        return self.root == Path("/")
+        return self._root == "/"
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[Node]:
+        """Remember what each path is (and where each link points) during a read-only pass.
+
+        The pass (``doctor``, ``lint``) then sees each path as it was when first looked at, as a
+        reader racing a writer may anyway; leaving the outermost ``with`` forgets it all, so the
+        next command, or a write after the pass, looks afresh. Writers resolve with
+        :meth:`writable`, which never uses the memory.
+        """
+        if self._seen is not None:
+            yield self
+            return
+        self._seen = {}
+        try:
+            yield self
+        finally:
+            self._seen = None
+            self._targets = {}
 
     def path(self, node_path: PurePosixPath | str) -> Path:
         """The host path of an absolute node path (``/etc/cdi`` → ``<root>/etc/cdi``).
@@ -76,10 +108,11 @@ class Node:
         Not yet resolved: what messages show. ``..`` stops at the root (``/../x`` is ``/x``). A
         relative path is the user's own and is returned as given.
         """
-        node = PurePosixPath(node_path)
-        if not node.is_absolute():
-            return Path(node)
-        return self.root.joinpath(*PurePosixPath(posixpath.normpath(node)).parts[1:])
+        text = os.fspath(node_path)
+        if not text.startswith("/"):
+            return Path(node_path)
+        below = _below_root(text)
+        return self.root / below if below else self.root
 
     def check_root(self) -> None:
         """Refuse a root that exists but is not a folder (a file given as ``--root``)."""
@@ -88,8 +121,10 @@ class Node:
 
     def contains(self, host_path: Path | str) -> bool:
         """True when ``host_path`` lies below the root (lexically, before links are followed)."""
-        absolute = Path(os.path.abspath(host_path))
-        return self.is_host or absolute == self.root or self.root in absolute.parents
+        return self._contains(os.path.abspath(host_path))
+
+    def _contains(self, absolute: str) -> bool:
+        return self.is_host or absolute == self._root or absolute.startswith(self._prefix)
 
     def resolve(self, host_path: Path | str) -> Path:
         """The host path of the file ``host_path`` names, every link followed inside the root.
@@ -97,23 +132,31 @@ class Node:
         Missing parts are kept as named (the file may be about to be created). A host path
         outside the root is resolved as the operating system would (it is the user's own).
         """
-        absolute = Path(os.path.abspath(host_path))
-        if not self.contains(absolute):
-            return Path(os.path.realpath(absolute))
-        relative = absolute.relative_to(self.root)
-        return self.root.joinpath(*self._walk(list(relative.parts), absolute))
+        return Path(self._resolve(os.path.abspath(host_path))[0])
 
     def writable(self, host_path: Path | str) -> Path:
         """The resolved path to write ``host_path`` at (links followed inside the root).
 
-        A file named outside the root is written where it was named: the root confines node
-        paths and the links met on the way, not the files a user names explicitly.
+        Looked up afresh even inside :meth:`reading`. A file named outside the root is written
+        where it was named: the root confines node paths and the links met on the way, not the
+        files a user names explicitly.
         """
-        return self.resolve(host_path)
+        return Path(self._resolve(os.path.abspath(host_path), fresh=True)[0])
 
-    def _walk(self, parts: list[str], shown: Path) -> list[str]:
+    def _resolve(self, absolute: str, *, fresh: bool = False) -> tuple[str, bool]:
+        """The resolved form of an absolute host path, and True when a part of it is missing
+        (then nothing below that part exists either)."""
+        if not self._contains(absolute):
+            return os.path.realpath(absolute), False
+        if absolute == self._root:
+            return absolute, False
+        return self._walk(absolute[len(self._prefix):].split("/"), absolute, fresh=fresh)
+
+    def _walk(self, parts: list[str], shown: str, *, fresh: bool) -> tuple[str, bool]:
         # chroot semantics: an absolute link target restarts at the root, ".." stops there.
-        resolved: list[str] = []
+        # folders[i] is the host path of the first i resolved parts (folders[0]: the root).
+        folders = [self._root]
+        missing: int | None = None  # index in folders of the first part that does not exist
         pending = list(reversed(parts))
         links = 0
         while pending:
@@ -121,43 +164,74 @@ class Node:
             if part in ("", "."):
                 continue
             if part == "..":
-                if resolved:
-                    resolved.pop()
+                if len(folders) > 1:
+                    folders.pop()
+                    if missing is not None and missing >= len(folders):
+                        missing = None
                 continue
-            candidate = self.root.joinpath(*resolved, part)
-            try:
-                is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
-            except OSError:
-                is_link = False  # missing (or below a file): nothing more to follow
-            if not is_link:
-                resolved.append(part)
+            candidate = folders[-1].rstrip("/") + "/" + part
+            if missing is not None:
+                folders.append(candidate)  # below a missing part nothing exists: no lookup
+                continue
+            found = self._lstat(candidate, fresh=fresh)
+            if found is None or not stat.S_ISLNK(found.st_mode):
+                folders.append(candidate)
+                if found is None:  # missing (or below a file): nothing more to follow
+                    missing = len(folders) - 1
                 continue
             links += 1
             if links > MAX_LINKS:
                 raise InputError(shown, "too many levels of symbolic links")
-            target = os.readlink(candidate)
+            target = self._readlink(candidate, fresh=fresh)
             if target.startswith("/"):
-                resolved = []
+                folders, missing = [self._root], None
             pending.extend(reversed(target.split("/")))
-        return resolved
+        return folders[-1], missing is not None
+
+    def _lstat(self, path: str, *, fresh: bool = False) -> os.stat_result | None:
+        """``os.lstat`` of a host path (None when it cannot be looked at), remembered inside
+        :meth:`reading`."""
+        seen = None if fresh else self._seen
+        if seen is not None and path in seen:
+            return seen[path]
+        try:
+            found = os.lstat(path)
+        except OSError:
+            found = None
+        if seen is not None:
+            seen[path] = found
+        return found
+
+    def _readlink(self, path: str, *, fresh: bool) -> str:
+        if fresh or self._seen is None:
+            return os.readlink(path)
+        target = self._targets.get(path)
+        if target is None:
+            target = self._targets[path] = os.readlink(path)
+        return target
 
     # -- facts: existence and kinds (never raise for a missing path) --------------------------
 
     def lstat(self, host_path: Path | str) -> os.stat_result | None:
         """``lstat`` of the resolved path, or None when it does not exist or cannot be looked at."""
         try:
-            return os.lstat(self.resolve(host_path))
-        except (OSError, InputError):
+            real, missing = self._resolve(os.path.abspath(host_path))
+        except InputError:
             return None
+        return None if missing else self._lstat(real)
 
     def _unfollowed(self, host_path: Path | str) -> os.stat_result | None:
         """``lstat`` of the path itself: its folder resolved, its last part not followed."""
-        absolute = Path(os.path.abspath(host_path))
+        absolute = os.path.abspath(host_path)
+        folder, name = os.path.split(absolute)
+        if not name:  # the file system's root itself
+            return self._lstat(absolute)
         try:
-            parent = self.resolve(absolute.parent) if self.contains(absolute) else absolute.parent
-            return os.lstat(parent / absolute.name)
-        except (OSError, InputError):
+            parent, missing = (self._resolve(folder) if self._contains(absolute)
+                               else (folder, False))
+        except InputError:
             return None
+        return None if missing else self._lstat(parent.rstrip("/") + "/" + name)
 
     def lexists(self, host_path: Path | str) -> bool:
         """True when the path names anything, a dangling link included."""
@@ -197,10 +271,11 @@ class Node:
 
     def readlink_name(self, host_path: Path | str) -> str | None:
         """The last part of a link's target (the link is read, not followed); None if no link."""
-        absolute = Path(os.path.abspath(host_path))
-        parent = self.resolve(absolute.parent) if self.contains(absolute) else absolute.parent
+        absolute = os.path.abspath(host_path)
+        folder, name = os.path.split(absolute)
+        parent = self._resolve(folder)[0] if self._contains(absolute) else folder
         try:
-            return PurePosixPath(os.readlink(parent / absolute.name)).name
+            return PurePosixPath(os.readlink(os.path.join(parent, name))).name
         except OSError:
             return None
 
@@ -270,6 +345,12 @@ class Node:
 
 
 HOST = Node("/")
+
+
+@functools.lru_cache(maxsize=1024)
+def _below_root(node_path: str) -> str:
+    """An absolute node path relative to the root, normalised (``..`` stops at the root)."""
+    return "/".join(PurePosixPath(posixpath.normpath(node_path)).parts[1:])
 
 
 def _read_at_most(fd: int, size: int) -> bytes:

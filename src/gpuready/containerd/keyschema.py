@@ -191,24 +191,31 @@ def unknown_keys(data: Mapping[str, Any], version: int) -> list[UnknownKey]:
         return []
     found: list[UnknownKey] = []
 
-    def walk(table: Mapping[str, Any], prefix: KeyPath) -> None:
+    # The schema's trie and the notes are walked down together with the data, one level per
+    # table: a key is looked up below its table's trie node, not from the root again. A key is
+    # entered only when it is known and no note covers it, so the notes that can still apply to
+    # its keys are those whose path goes on below it (in table order: the first one wins).
+    def walk(table: Mapping[str, Any], prefix: KeyPath, node: Mapping[str, Any],
+             notes: tuple[Note, ...]) -> None:
+        if OPEN in node:
+            return  # an open table: other rules check its keys
+        depth = len(prefix)
         for key, value in table.items():
             path = (*prefix, key)
-            note = schema.note(path)
-            known = schema.known(path)
-            if note is not None and known is not None:
+            below = tuple(n for n in notes if n.path[depth] in (ANY, key))
+            note = next((n for n in below if len(n.path) == depth + 1), None)
+            child = node.get(key, node.get(ANY))
+            if note is not None:
                 found.append(UnknownKey(path, note, None))
                 continue
-            if known is None:
-                continue
-            if not known:
+            if child is None:
                 suggestion = did_you_mean(key, schema.siblings(path))
                 if prefix == ("plugins",) and (key in CRI_PLUGIN_IDS or not suggestion):
                     continue
                 found.append(UnknownKey(path, None, suggestion))
                 continue
             if isinstance(value, Mapping):
-                walk(value, path)
+                walk(value, path, child, tuple(n for n in below if len(n.path) > depth + 1))
 
-    walk(data, ())
+    walk(data, (), schema.trie, schema.notes)
     return found

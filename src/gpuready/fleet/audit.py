@@ -17,6 +17,7 @@ from gpuready.problems import Severity
 CHUNK = 32
 # Below this many nodes, starting worker processes costs more than it saves.
 PARALLEL_FROM = 64
+_RANK = {severity: rank for rank, severity in enumerate(Severity)}  # error first
 
 
 @dataclass
@@ -31,19 +32,29 @@ class FleetSummary:
         return Counter(result.verdict for result in self.results)
 
     def rules(self) -> list[tuple[str, str, int]]:
-        """``(rule, severity, nodes)`` for each rule found, errors first, then most nodes."""
-        nodes_per_rule: Counter = Counter()
-        severity: dict[str, str] = {}
+        """``(rule, severity, nodes)`` for each rule found, errors first, then most nodes.
+
+        A rule whose severity depends on the node (``cdi-spec-missing`` is an error where the
+        config enables CDI, a warning elsewhere) is listed with the worst one it has on a node;
+        :meth:`nodes_by_severity` has the split.
+        """
+        rows = [(rule, min(split, key=_RANK.__getitem__).value, sum(split.values()))
+                for rule, split in self.nodes_by_severity().items()]
+        return sorted(rows, key=lambda item: (_RANK[Severity(item[1])], -item[2], item[0]))
+
+    def nodes_by_severity(self) -> dict[str, Counter]:
+        """For each rule, how many nodes have it as an error, a warning, an info (a node counts
+        once per rule, with the worst severity the rule has there)."""
+        found: dict[str, Counter] = {}
         for result in self.results:
-            for rule in {problem.rule for problem in result.problems}:
-                nodes_per_rule[rule] += 1
+            worst: dict[str, Severity] = {}
             for problem in result.problems:
-                severity.setdefault(problem.rule, problem.severity.value)
-        order = {s.value: i for i, s in enumerate(Severity)}
-        return sorted(
-            ((rule, severity[rule], count) for rule, count in nodes_per_rule.items()),
-            key=lambda item: (order[item[1]], -item[2], item[0]),
-        )
+                known = worst.get(problem.rule)
+                if known is None or _RANK[problem.severity] < _RANK[known]:
+                    worst[problem.rule] = problem.severity
+            for rule, severity in worst.items():
+                found.setdefault(rule, Counter())[severity] += 1
+        return found
 
     def worst(self) -> list[NodeResult]:
         """Nodes that are not clean, the worst first."""
@@ -136,16 +147,25 @@ def _text_lines(summary: FleetSummary, *, worst: int) -> Iterable[str]:
         f"{counts[Verdict.UNREADABLE]} unreadable"
     )
     rules = summary.rules()
+    split = summary.nodes_by_severity()
     if rules:
         yield "rules (nodes affected):"
         width = max(len(rule) for rule, _, _ in rules)
         for rule, severity, count in rules:
-            yield f"  {rule:<{width}}  {severity:<7}  {count}"
+            yield f"  {rule:<{width}}  {severity:<7}  {count}{_mixed(split[rule])}"
     bad = summary.worst()
     if bad:
         yield f"worst nodes ({min(worst, len(bad))} of {len(bad)}):"
         for result in bad[:worst]:
             yield f"  {result.name}: {_node_line(result)}"
+
+
+def _mixed(split: Counter) -> str:
+    """`` (error on 40, warning on 16)`` for a rule with more than one severity, else nothing."""
+    if len(split) < 2:
+        return ""
+    return " (" + ", ".join(f"{severity.value} on {split[severity]}"
+                            for severity in Severity if split[severity]) + ")"
 
 
 def _node_line(result: NodeResult) -> str:
@@ -159,12 +179,15 @@ def _node_line(result: NodeResult) -> str:
 def document(summary: FleetSummary) -> dict:
     """The JSON document: status, verdict counts, nodes per rule, and every node worst first."""
     counts = summary.verdicts
+    split = summary.nodes_by_severity()
     return {
         "command": "audit",
         "status": "failed" if summary.failed else "ok",
         "summary": {"nodes": len(summary.results),
                     **{verdict.value: counts[verdict] for verdict in Verdict}},
-        "rules": [{"rule": rule, "severity": severity, "nodes": count}
+        "rules": [{"rule": rule, "severity": severity, "nodes": count,
+                   "nodes_by_severity": {s.value: split[rule][s] for s in Severity
+                                         if split[rule][s]}}
                   for rule, severity, count in summary.rules()],
         "nodes": [result.to_dict() for result in sorted(
             summary.results, key=lambda r: (r.badness(), r.name))],

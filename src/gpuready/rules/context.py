@@ -6,6 +6,7 @@ needs one, so a clean file costs a ``tomllib`` parse and a few dictionary look-u
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -30,9 +31,10 @@ class Options:
     runtime_name: str = "nvidia"
     root: Path = Path("/")
 
-    @property
+    @functools.cached_property
     def node(self) -> Node:
-        """The node the root names: every file is read through it."""
+        """The node the root names: every file is read through it (one :class:`Node` per
+        ``Options``, so what a read-only pass remembers about the node is shared by every rule)."""
         return Node(self.root)
 
 

@@ -87,11 +87,12 @@ def lint_paths(
         else None
     )
     report = Report()
-    for path in paths:
-        file = FileContext(path, options.node.read_text(path, kind=FileKind.CONFIG),
-                           options=options)
-        report.files.append(file.display)
-        report.problems += lint_file(file, selected=selected, semantics=semantics)
+    with options.node.reading():
+        for path in paths:
+            file = FileContext(path, options.node.read_text(path, kind=FileKind.CONFIG),
+                               options=options)
+            report.files.append(file.display)
+            report.problems += lint_file(file, selected=selected, semantics=semantics)
     return report
 
 
@@ -111,6 +112,13 @@ def doctor(
     ``probe`` asks the installed containerd for its release when ``containerd_version`` is not
     given; leave it off when the files are a copy of another machine's.
     """
+    with options.node.reading():  # a read-only pass: folders and links are looked up once
+        return _doctor(options, selected, config_path, runtimeclass_paths, containerd_version,
+                       detection, probe)
+
+
+def _doctor(options, selected, config_path, runtimeclass_paths, containerd_version, detection,
+            probe) -> Report:
     node = options.node
     detection = detection or detect(node)
     main_path = config_path or node.path(detection.owner.config)

@@ -1,14 +1,20 @@
 # Copyright: gpuready contributors
 # Apache License 2.0 (see LICENSE)
-"""Register the NVIDIA runtime in a node's containerd config, planned on the controller.
+"""Register the NVIDIA runtime in a node's containerd config, or take it back, planned on the
+controller.
 
-The node's config is read with ``stat`` and ``slurp``, the edit is planned by gpuready's own
-``configure`` planner (the same plan ``gpuready configure`` makes, comments and formatting kept),
-and a changed file is written back through the ``copy`` module. The node runs only built-in
-modules, so it needs nothing but its OS Python.
+The node's files are copied into a temporary root on the controller, the change is planned there
+by gpuready's own planners (``configure --config``, ``configure --drop-in``, ``unconfigure``:
+the same plans the command line makes, comments and formatting kept, gpuready's record of what it
+added kept beside the config), and each changed file is written back through the ``copy`` module
+(or removed with ``file``). The node runs only built-in modules, so it needs nothing but its OS
+Python.
 """
 
 from __future__ import annotations
+
+import tempfile
+from pathlib import Path
 
 from ansible.plugins.action import ActionBase
 
@@ -27,57 +33,74 @@ class ActionModule(ActionBase):
     _supports_diff = True
 
     def run(self, tmp=None, task_vars=None):
-        """Plan on the controller; write through ``copy`` unless in check mode."""
+        """Plan on the controller; write unless in check mode."""
         result = super().run(tmp, task_vars or {})
         args = validated_args(self, CONTAINERD_RUNTIME_SPEC)
         require_gpuready()
         from gpuready.errors import GpureadyError
 
-        try:
-            result.update(self._configure(args, task_vars or {}))
-        except GpureadyError as error:
-            result.update(failed=True, changed=False, msg=error.message())
-        finally:
-            self._remove_tmp_path(self._connection._shell.tmpdir)
+        with tempfile.TemporaryDirectory(prefix="gpuready-runtime-") as local:
+            try:
+                result.update(self._change(args, task_vars or {}, Path(local)))
+            except GpureadyError as error:
+                result.update(failed=True, changed=False,
+                              msg=self._shown(error.message(), local, args["root"]))
+            finally:
+                self._remove_tmp_path(self._connection._shell.tmpdir)
         return result
 
-    def _configure(self, args: dict, task_vars: dict) -> dict:
-        from ansible_collections.gpuready.node.plugins.plugin_utils.remote import (
-            RemoteNode,
-            node_path,
-        )
-        from gpuready.containerd.configure import ConfigureRequest, plan_configure
-        from gpuready.containerd.document import load_config_text
-        from gpuready.containerd.register import CgroupMode, RuntimeRequest
-        from gpuready.errors import InputError
+    @staticmethod
+    def _shown(message: str, local: str, root: str) -> str:
+        """An error names the node's files, never the controller's copy of them."""
+        return message.replace(str(Path(local) / "node"), root.rstrip("/"))
 
-        node = RemoteNode(self, task_vars)
-        path = node_path(args["root"], args["config"])
-        current = node.read(path)
-        if current is None:
-            raise InputError(path, "no such file")
-        request = ConfigureRequest(
-            runtime=RuntimeRequest(
-                name=args["runtime_name"],
-                binary=args["binary"],
-                systemd_cgroup=CgroupMode(args["systemd_cgroup"]),
-            ),
-            enable_cdi=args["enable_cdi"],
-        )
-        plan = plan_configure(load_config_text(current.text, path), request)
-        written = bool(plan.changes and not self._task.check_mode)
-        if written:
-            node.replace(current, plan.after)
+    def _change(self, args: dict, task_vars: dict, local: Path) -> dict:
+        from ansible_collections.gpuready.node.plugins.plugin_utils.mirror import Mirror
+        from ansible_collections.gpuready.node.plugins.plugin_utils.remote import RemoteNode
+        from ansible_collections.gpuready.node.plugins.plugin_utils.runtime import RuntimeChange
+
+        mirror = Mirror(RemoteNode(self, task_vars), root=args["root"], local=local)
+        runtime = RuntimeChange(mirror, args)
+        change = runtime.plan(major=self._major(runtime, args))
+        written = [] if self._task.check_mode else runtime.write(change)
+        return self._outcome(runtime, change, written)
+
+    @staticmethod
+    def _major(runtime, args: dict) -> int:
+        """The node's containerd release line (its merge rules decide a drop-in's content)."""
+        if args["state"] != "present" or not runtime.drop_in():
+            return 1  # in place, and taking back, the rules of both lines agree
+        from gpuready.containerd.versions import parse_release
+
+        release = parse_release(runtime.mirror.node.ask(["containerd", "--version"]) or "")
+        if release and release[0] in (1, 2):
+            return release[0]
+        # No containerd on the node: the config's version says which line reads it.
+        text = runtime.mirror.take(runtime.config_node) or ""
+        from gpuready.containerd.document import load_config_text
+        from gpuready.containerd.semantics import from_config_version
+
+        version = load_config_text(text, runtime.config).data.get("version")
+        return from_config_version(version).major
+
+    def _outcome(self, runtime, change, written: list) -> dict:
+        files = runtime.files(change, written)
+        config = runtime.mirror.node_file(str(runtime.config))
+        if files:
+            summary = "; ".join(entry["summary"] for entry in files if entry["changed"]) or (
+                files[0]["summary"])
+        else:
+            summary = f"nothing recorded for {config}: nothing to remove"
         outcome = dict(
-            changed=plan.changes,
-            path=path,
-            summary=plan.summary,
-            notes=list(plan.notes),
-            written=written,
-            msg=f"{path}: {plan.summary}" + ("" if plan.changes else " (no change)"),
+            changed=change.changed,
+            path=config,
+            summary=summary,
+            notes=list(dict.fromkeys(runtime.mirror.shown(note)
+                                     for plan in change.plans for note in plan.notes)),
+            files=files,
+            written=bool(written),
+            msg=f"{config}: {summary}" + ("" if change.changed else " (no change)"),
         )
-        if self._task.diff and plan.changes:
-            outcome["diff"] = dict(
-                before=plan.before, after=plan.after, before_header=path, after_header=path
-            )
+        if self._task.diff and change.changed:
+            outcome["diff"] = runtime.diffs(change)
         return outcome

@@ -9,11 +9,13 @@ plugins, which validate a task's arguments on the controller before they touch a
 from __future__ import annotations
 
 CONTAINERD_RUNTIME_SPEC = dict(
+    state=dict(type="str", default="present", choices=["present", "absent"]),
     runtime_name=dict(type="str", default="nvidia"),
     binary=dict(type="str", default="/usr/bin/nvidia-container-runtime"),
     systemd_cgroup=dict(type="str", default="true", choices=["true", "false", "inherit"]),
     config=dict(type="str", default="/etc/containerd/config.toml"),
     enable_cdi=dict(type="bool", default=False),
+    drop_in=dict(type="str"),
     root=dict(type="str", default="/"),
 )
 

@@ -8,27 +8,45 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: containerd_runtime
-short_description: Register the NVIDIA container runtime in a node's containerd config
+short_description: Register the NVIDIA container runtime in a node's containerd config, or remove it
 description:
-  - Adds the NVIDIA runtime to the runtime table that the config's C(version) reads
-    (1 C(plugins.cri), 2 C(plugins."io.containerd.grpc.v1.cri"), 3 and 4
+  - With O(state=present), adds the NVIDIA runtime to the runtime table that the config's
+    C(version) reads (1 C(plugins.cri), 2 C(plugins."io.containerd.grpc.v1.cri"), 3 and 4
     C(plugins."io.containerd.cri.v1.runtime")), starting from runc's table, then sets
-    C(options.BinaryName) and C(options.SystemdCgroup), exactly as C(gpuready configure) does.
+    C(options.BinaryName) and C(options.SystemdCgroup), exactly as
+    C(gpuready configure --config CONFIG) does; with O(drop_in), as
+    C(gpuready configure --drop-in [PATH]) does.
+  - With O(state=absent), takes back exactly what gpuready added, as C(gpuready unconfigure)
+    does, from gpuready's record beside the config (C(CONFIG.gpuready.json)). A file unchanged
+    since gpuready wrote it gets its original bytes back (a drop-in gpuready created is removed,
+    and so is the backup); in a file edited since, only gpuready's own settings go. Without a
+    record there is nothing to do.
   - The edit is computed on the controller with the gpuready library, so the node needs only its
-    OS Python (3.9 and newer) and nothing installed. The node's file is read with
-    M(ansible.builtin.stat) and M(ansible.builtin.slurp) and written back with
-    M(ansible.builtin.copy) (a temporary file renamed over the original, mode and owner kept).
+    OS Python (3.9 and newer) and nothing installed. The node's files are read with
+    M(ansible.builtin.stat), M(ansible.builtin.find) and M(ansible.builtin.slurp) and written back
+    with M(ansible.builtin.copy) (a temporary file renamed over the original, mode and owner kept)
+    or removed with M(ansible.builtin.file).
   - Comments, key order and formatting of the config are kept; only the runtime's lines are added.
   - The first change keeps the original as C(FILE.gpuready.bak); later runs keep that copy.
+    The record of what gpuready added is kept in C(CONFIG.gpuready.json), naming the files by
+    their paths under O(root), as the command line does.
   - C(default_runtime_name) is never changed; GPU pods opt in through a RuntimeClass.
-  - A config that is not valid TOML, has an unknown C(version), or is missing fails the host with
-    gpuready's own message (file, line and column), and nothing is written.
+  - A config that is not valid TOML, has an unknown C(version), or is missing, a drop-in path that
+    holds a file gpuready did not write, or an unreadable record fails the host with gpuready's
+    own message (file, line and column), and nothing is written.
 version_added: 0.1.0
 author:
   - gpuready contributors
 requirements:
   - gpuready on the controller (not on the node)
 options:
+  state:
+    description:
+      - V(present) registers the runtime; V(absent) removes exactly what gpuready added (as its
+        record says), whatever the other options say.
+    type: str
+    choices: ["present", "absent"]
+    default: present
   runtime_name:
     description:
       - The runtime's name in containerd, which is also the RuntimeClass C(handler).
@@ -56,6 +74,18 @@ options:
         later read them).
     type: bool
     default: false
+  drop_in:
+    description:
+      - Register the runtime in a drop-in file the config imports instead of in the config
+        itself, as C(gpuready configure --drop-in) does. V(true) names gpuready's default,
+        C(/etc/containerd/conf.d/99-nvidia.toml); an absolute node path names another file.
+      - The config gets an C(imports) entry naming the drop-in only when no entry (such as the
+        glob C(conf.d/*.toml)) already covers it. On containerd 1.x, which replaces a whole
+        plugin table from an imported file, the drop-in carries a copy of the CRI table; the
+        node's C(containerd --version) decides, else the config's C(version).
+      - A file at that path that gpuready did not write fails the host; nothing is written.
+      - Unset (or V(false)), the runtime goes into the config itself.
+    type: str
   root:
     description:
       - Look every node path up under this folder on the node, as C(gpuready --root) does.
@@ -64,15 +94,16 @@ options:
 attributes:
   check_mode:
     support: full
-    description: Reads the node's file and reports what would change; writes nothing.
+    description: Reads the node's files and reports what would change; writes nothing.
   diff_mode:
     support: full
-    description: Shows the config's lines as they are and as they will be.
+    description: Shows each changed file (config, drop-in) as it is and as it will be.
   action:
     support: full
     description: Runs on the controller as an action plugin.
 notes:
-  - A second run with the same options reports C(changed=false) and leaves the file untouched.
+  - A second run with the same options reports C(changed=false) and leaves the files untouched;
+    so does a second run with O(state=absent).
 seealso:
   - module: gpuready.node.gpuready_facts
 """
@@ -87,15 +118,23 @@ EXAMPLES = r"""
     systemd_cgroup: inherit
     enable_cdi: true
 
+- name: Register it in /etc/containerd/conf.d/99-nvidia.toml, imported by the config
+  gpuready.node.containerd_runtime:
+    drop_in: true
+
 - name: Show what would change on each node
   gpuready.node.containerd_runtime:
   check_mode: true
   diff: true
+
+- name: Take back exactly what gpuready added
+  gpuready.node.containerd_runtime:
+    state: absent
 """
 
 RETURN = r"""
 path:
-  description: The node path of the config that was checked.
+  description: The node path of the main config.
   returned: success
   type: str
   sample: /etc/containerd/config.toml
@@ -110,10 +149,35 @@ notes:
   type: list
   elements: str
 written:
-  description: Whether the file on the node was replaced (never in check mode).
+  description: Whether any file on the node was written or removed (never in check mode).
   returned: success
   type: bool
   sample: true
+files:
+  description:
+    - Each file gpuready planned for (the config, the drop-in, backups it takes back), in the
+      order they are written; gpuready's record is left out.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The file's node path (under O(root)).
+      type: str
+      sample: /etc/containerd/conf.d/99-nvidia.toml
+    changed:
+      description: Whether the file changes.
+      type: bool
+    written:
+      description: Whether it was written or removed.
+      type: bool
+    removed:
+      description: Whether the change removes the file.
+      type: bool
+    summary:
+      description: What changes in it, or why nothing does.
+      type: str
+      sample: write drop-in with runtime nvidia
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the documentation)

@@ -112,7 +112,7 @@ class Mirror:
         self.take_markers()
         config = str(detect(Node(self.local)).owner.config)
         self.take_many([config, str(KUBELET_CONFIG), str(RUNTIMECLASS)])
-        texts = self._take_config_tree(config)
+        texts = self.take_config_tree(config)
         self.take_folders([str(folder) for folder in CDI_DIRS], patterns=CDI_PATTERNS)
         for binary in sorted({b for text in texts for b in _binaries(text)}):
             self._stand_in(binary)
@@ -175,12 +175,19 @@ class Mirror:
                                file_type="any", use_regex=True)
         return len(found) or None
 
-    def push(self, plan) -> None:
-        """Write a plan's text to the node: over the file it was read from, or as a new file."""
+    def push(self, plan, *, backup: bool = True) -> None:
+        """Write a plan's text to the node: over the file it was read from (keeping gpuready's
+        backup of it unless ``backup`` is False), as a new file, or remove it (``after`` None)."""
         path = self.node_file(str(plan.path))
         original = self.files.get(path)
+        if plan.after is None:
+            self.node.remove(original or path)
+            return
         if original is not None:
-            self.node.replace(original, plan.after)
+            if backup:
+                self.node.replace(original, plan.after)
+            else:
+                self.node.copy(path, plan.after, mode=None, force=True)
             return
         folder = posixpath.dirname(path)
         if folder not in self.folders:
@@ -199,7 +206,7 @@ class Mirror:
                 return plan.after
         return None
 
-    def _take_config_tree(self, main: str) -> list[str]:
+    def take_config_tree(self, main: str) -> list[str]:
         """The main config and, depth first, every file an ``imports`` entry names."""
         pending, seen, texts = [main], set(), []
         while pending and len(seen) < MAX_IMPORTED_FILES:

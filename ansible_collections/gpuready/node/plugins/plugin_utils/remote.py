@@ -157,6 +157,17 @@ class RemoteNode:
             ) from None
         self.copy(original.path, text, mode=None, force=True)
 
+    def remove(self, target: RemoteFile | str) -> None:
+        """Remove a file from the node; a file that was read (a :class:`RemoteFile`) only while
+        its SHA-1 is still the one read (someone may have changed it since the plan was made)."""
+        path = target.path if isinstance(target, RemoteFile) else target
+        if isinstance(target, RemoteFile):
+            status = self.stat(path)
+            if status["exists"] and status.get("checksum") != target.checksum:
+                raise WriteError(f"{path}: changed on the node while gpuready was planning; "
+                                 "nothing removed, run again")
+        self.module("file", path=path, state="absent")
+
     def copy(self, dest: str, text: str, *, mode: str | None, force: bool) -> dict:
         """Transfer ``text`` to ``dest`` through the ``copy`` action plugin and module."""
         local = tempfile.mkdtemp(prefix="gpuready-")

@@ -1,0 +1,250 @@
+# Copyright: gpuready contributors
+# Apache License 2.0 (see LICENSE)
+"""The plans of ``containerd_runtime``, made on the controller from a copy of the node's files.
+
+``state: present`` is ``gpuready configure --config FILE`` (with ``drop_in``, ``--drop-in
+[PATH]``); ``state: absent`` is ``gpuready unconfigure``. The node's files are copied into a
+temporary root (:class:`~.mirror.Mirror`), gpuready's own planners run there, and each plan is
+turned back into node terms before anything crosses the wire:
+
+- gpuready's record (``config.toml.gpuready.json``) names files by their host paths, which on the
+  node are the paths under ``root``. Read from the node, those names are mapped into the copy so
+  the planners find the files; written to the node, they are mapped back.
+- a drop-in names the main file it belongs to in its first lines; that name is the node's too.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from dataclasses import dataclass, replace
+from pathlib import Path, PurePosixPath
+
+from gpuready.containerd.record import record_path
+from gpuready.errors import InputError, UsageError
+from gpuready.fsio import backup_path
+
+# drop_in: true asks for gpuready's default drop-in, as ``--drop-in`` without a path does.
+DEFAULT_DROP_IN_WORDS = ("true", "yes", "on")
+NO_DROP_IN_WORDS = ("", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class Change:
+    """Every file's plan for one host (the record's last), in the copy's paths."""
+
+    plans: list
+    config: Path
+
+    @property
+    def changed(self) -> bool:
+        """True when any file would change."""
+        return any(plan.changes for plan in self.plans)
+
+
+class RuntimeChange:
+    """Plan ``state`` on one node's copy, and write the plans back to the node."""
+
+    def __init__(self, mirror, args: dict) -> None:
+        self.mirror = mirror
+        self.args = args
+        config = args["config"]
+        if not posixpath.isabs(config):
+            raise UsageError(f"config {config!r}: give the node path (absolute)")
+        self.config_node = config
+        self.config = mirror.local / config.lstrip("/")
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def take_record(self) -> dict | None:
+        """Copy gpuready's record of the config, its file names mapped into the copy."""
+        path = str(record_path(Path(self.config_node)))
+        text = self.mirror.take(path)
+        if text is None:
+            return None
+        try:
+            record = json.loads(text)
+        except ValueError:
+            return None  # gpuready's loader reports it, naming the file
+        if not isinstance(record, dict):
+            return None
+        mapped = self._record_paths(record, self.to_local)
+        local = self.mirror.local / path.lstrip("/")
+        from gpuready.containerd.record import render_record
+
+        local.write_text(render_record(mapped), encoding="utf-8")
+        return mapped
+
+    def _record_paths(self, record: dict, convert) -> dict:
+        mapped = dict(record)
+        if isinstance(record.get("config"), str):
+            mapped["config"] = convert(record["config"])
+        if isinstance(record.get("files"), dict):
+            mapped["files"] = {convert(name): entry for name, entry in record["files"].items()}
+        if isinstance(record.get("settings"), list):
+            mapped["settings"] = [
+                {**item, "file": convert(item["file"])}
+                if isinstance(item, dict) and isinstance(item.get("file"), str) else item
+                for item in record["settings"]
+            ]
+        return mapped
+
+    def take_drop_in(self, path: str) -> None:
+        """Copy the drop-in; the main file it names (as gpuready wrote it) is named in the copy
+        as the copy's, so gpuready's planner finds it unchanged when it is."""
+        text = self.mirror.take(path)
+        if text is None:
+            return
+        named = f"imported by {self.mirror.node_file(str(self.config))}"
+        local = self.mirror.local / path.lstrip("/")
+        local.write_text(text.replace(named, f"imported by {self.config}", 1), encoding="utf-8")
+
+    def to_local(self, host_path: str) -> str:
+        """The copy's path of a node file named as the record names it (under ``root``)."""
+        root = self.mirror.root.rstrip("/")
+        if root and not (host_path == root or host_path.startswith(root + "/")):
+            raise InputError(str(record_path(Path(self.config_node))),
+                             f"names {host_path}, which is not under root {self.mirror.root}")
+        relative = host_path[len(root):] if root else host_path
+        return str(self.mirror.local / relative.lstrip("/"))
+
+    def to_node_text(self, text: str | None) -> str | None:
+        """``text`` with the copy's paths written as the node's."""
+        if text is None:
+            return None
+        return text.replace(str(self.mirror.local), self.mirror.root.rstrip("/"))
+
+    # -- planning -----------------------------------------------------------------------------
+
+    def plan(self, *, major: int) -> Change:
+        """The plans for the task's ``state``."""
+        if self.args["state"] == "absent":
+            return self.plan_absent(major=major)
+        return self.plan_present(major=major)
+
+    def plan_present(self, *, major: int) -> Change:
+        """Register the runtime in the config or in the drop-in; the record's plan last."""
+        from gpuready.containerd.configure import ConfigureRequest, plan_configure
+        from gpuready.containerd.document import load_config
+        from gpuready.containerd.dropin import plan_drop_in
+        from gpuready.containerd.register import CgroupMode, RuntimeRequest
+        from gpuready.workflow.daytwo import plan_record
+
+        if self.mirror.take(self.config_node) is None:
+            raise InputError(self.mirror.node_file(str(self.config)), "no such file")
+        self.take_record()
+        node = self.node_config(major=major)
+        request = ConfigureRequest(
+            runtime=RuntimeRequest(
+                name=self.args["runtime_name"],
+                binary=self.args["binary"],
+                systemd_cgroup=CgroupMode(self.args["systemd_cgroup"]),
+            ),
+            enable_cdi=self.args["enable_cdi"],
+        )
+        main = load_config(node.config, node=node.node)
+        drop_in = self.drop_in()
+        if drop_in is None:
+            plans = [plan_configure(main, request)]
+        else:
+            self.mirror.take_config_tree(self.config_node)
+            self.take_drop_in(drop_in.entry)
+            plans = plan_drop_in(main, drop_in, request, root=node.root, major=major)
+        # The node's names in the texts first: the record keeps the SHA-256 of what is written.
+        plans = [replace(plan, before=self.to_node_text(plan.before),
+                         after=self.to_node_text(plan.after)) for plan in plans]
+        record = plan_record(node, plans, request=request, drop_in=drop_in)
+        return Change([*plans, record], self.config)
+
+    def plan_absent(self, *, major: int) -> Change:
+        """Take back what the record says gpuready added (no plans: nothing recorded)."""
+        from gpuready.workflow.daytwo import plan_unconfigure_node
+
+        record = self.take_record()
+        if record is None:
+            self.mirror.take(self.config_node)  # a missing record file: nothing to do
+            return Change([], self.config)
+        files = record.get("files") if isinstance(record.get("files"), dict) else {}
+        node_paths = []
+        for local in files:
+            path = "/" + Path(local).relative_to(self.mirror.local).as_posix()
+            node_paths += [path, str(backup_path(Path(path)))]
+        self.mirror.take_many(node_paths)
+        return Change(plan_unconfigure_node(self.node_config(major=major)), self.config)
+
+    def node_config(self, *, major: int):
+        """The copy as gpuready's day-two planners see a node."""
+        from gpuready.workflow.daytwo import NodeConfig
+
+        return NodeConfig(config=self.config, root=self.mirror.local, major=major)
+
+    def drop_in(self):
+        """The drop-in ``drop_in`` names in the copy, or None to register in the config."""
+        from gpuready.containerd.dropin import drop_in_target
+
+        value = (self.args.get("drop_in") or "").strip()
+        if value.lower() in NO_DROP_IN_WORDS:
+            return None
+        if value.lower() in DEFAULT_DROP_IN_WORDS:
+            return drop_in_target(None, root=self.mirror.local)
+        if not PurePosixPath(value).is_absolute():
+            raise UsageError(f"drop_in {value!r}: give the node path (absolute), or true for "
+                             "/etc/containerd/conf.d/99-nvidia.toml")
+        return drop_in_target(value, root=self.mirror.local)
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def write(self, change: Change) -> list:
+        """Write every plan that changes something to the node, in order; those written."""
+        from gpuready.workflow.daytwo import is_record
+
+        written = []
+        for plan in change.plans:
+            if not plan.changes:
+                continue
+            if is_record(plan):
+                plan = replace(plan, after=self.record_text(plan.after))
+            self.mirror.push(plan, backup=not is_record(plan))
+            written.append(plan)
+        return written
+
+    def record_text(self, text: str | None) -> str | None:
+        """The record's text with its file names as the node's."""
+        if text is None:
+            return None
+        from gpuready.containerd.record import render_record
+
+        return render_record(self._record_paths(json.loads(text), self._to_node_path))
+
+    def _to_node_path(self, local: str) -> str:
+        return self.mirror.node_file(local)
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    def files(self, change: Change, written: list) -> list[dict]:
+        """Each file's outcome as the module returns it (gpuready's record left out)."""
+        from gpuready.workflow.daytwo import is_record
+
+        done = {plan.path for plan in written}
+        return [
+            dict(path=self.mirror.node_file(str(plan.path)), changed=plan.changes,
+                 written=plan.path in done, removed=plan.changes and plan.after is None,
+                 summary=self.mirror.shown(plan.summary))
+            for plan in change.plans if not is_record(plan)
+        ]
+
+    def diffs(self, change: Change) -> list[dict]:
+        """Ansible's diff of every changed file (gpuready's own bookkeeping files left out)."""
+        from gpuready.workflow.daytwo import is_bookkeeping
+
+        shown = []
+        for plan in change.plans:
+            if not plan.changes or is_bookkeeping(plan):
+                continue
+            name = self.mirror.node_file(str(plan.path))
+            shown.append(dict(
+                before=plan.before or "", after=plan.after or "",
+                before_header=name if plan.before is not None else "/dev/null",
+                after_header=name if plan.after is not None else "/dev/null",
+            ))
+        return shown
