@@ -226,20 +226,30 @@ def validate_spec(data: Any, *, file: str, lines: dict[str, Position] | None = N
     ``lines`` maps field paths (``devices[0].name``) to 1-based (line, column) positions, as
     :mod:`gpuready.cdi.document` records them; problems then carry their line.
     """
+    return _checked(data, file=file, lines=lines)[1]
+
+
+def _checked(data: Any, *, file: str, lines: dict[str, Position] | None
+             ) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """The spec as the loader decodes it (None when it reads nothing) and every problem."""
     spec, problems = decode_spec(data, file=file, lines=lines)
     if spec is None:
-        return problems
+        return None, problems
     checker = _Checker(Decoder(file, lines))
     checker.spec(spec)
-    return _in_file_order(problems + checker.decoder.problems)
+    return spec, _in_file_order(problems + checker.decoder.problems)
 
 
 def validate_document(document: SpecDocument) -> list[Problem]:
     """Problems of a parsed file: its parse problems, else those of its content."""
+    return _document_checked(document)[1]
+
+
+def _document_checked(document: SpecDocument) -> tuple[dict[str, Any] | None, list[Problem]]:
     if document.problems and has_errors(document.problems) and document.data is None:
-        return document.problems
-    return _in_file_order(document.problems + validate_spec(
-        document.data, file=document.path, lines=document.lines))
+        return None, document.problems
+    spec, problems = _checked(document.data, file=document.path, lines=document.lines)
+    return spec, _in_file_order(document.problems + problems)
 
 
 def validate_file(path: Path | str) -> list[Problem]:
@@ -290,10 +300,9 @@ class Scan:
 
 def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
     """Validate one file and, when the loader accepts it, read its kind and device names."""
-    document = load_spec_file(path, node=node)
-    found = SpecFile(path, validate_document(document))
-    if found.accepted:
-        spec, _ = decode_spec(document.data, file=str(path))
+    spec, problems = _document_checked(load_spec_file(path, node=node))
+    found = SpecFile(path, problems)
+    if found.accepted and spec is not None:  # decoded once: for the problems, and here
         found.kind = spec["kind"]
         found.devices = [names.qualified_name(spec["kind"], d["name"]) for d in spec["devices"]]
     return found

@@ -52,6 +52,7 @@ class FileContext:
         self.syntax_error: InputError | None = None
         self.data: dict[str, Any] | None = None
         self._locator: Locator | None = None
+        self._unknown_keys: list[Any] | None = None
         self.syntax_error = nesting_error(self.text, self.display)
         if self.syntax_error is not None:
             return
@@ -80,6 +81,17 @@ class FileContext:
         """The version table entry, or None when the version is not one containerd has."""
         version = self.version
         return VERSIONS.get(version) if version is not None else None
+
+    def unknown_keys(self) -> list[Any]:
+        """The keys containerd does not read here (:func:`gpuready.containerd.keyschema.
+        unknown_keys`), computed once for the rules that ask."""
+        if self._unknown_keys is None:
+            from gpuready.containerd.keyschema import unknown_keys
+
+            spec = self.spec
+            known = self.data is not None and spec is not None
+            self._unknown_keys = unknown_keys(self.data, spec.number) if known else []
+        return self._unknown_keys
 
     @property
     def locator(self) -> Locator:
