@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from gpuready import sametext
 from gpuready.cdi import names
 from gpuready.cdi.document import (
     RULE_INVALID,
@@ -27,6 +28,7 @@ from gpuready.cdi.document import (
     SpecDocument,
     child_path,
     load_spec_file,
+    parse_spec_text,
 )
 from gpuready.cdi.schema import SPEC, Decoder
 from gpuready.cdi.versions import (
@@ -36,7 +38,7 @@ from gpuready.cdi.versions import (
     version_key,
 )
 from gpuready.errors import InputError
-from gpuready.node import HOST, Node
+from gpuready.node import HOST, FileKind, Node
 from gpuready.paths import CDI_DIRS
 from gpuready.problems import Problem, Severity, has_errors
 
@@ -299,12 +301,25 @@ class Scan:
 
 
 def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
-    """Validate one file and, when the loader accepts it, read its kind and device names."""
-    spec, problems = _document_checked(load_spec_file(path, node=node))
+    """Validate one file and, when the loader accepts it, read its kind and device names.
+
+    A text without a single problem gives the same kind and devices wherever it is: while
+    :mod:`gpuready.sametext` shares, files with that text (read the same way: JSON or YAML) reuse
+    them.
+    """
+    text = node.read_text(path, kind=FileKind.CDI_SPEC)
+    key = (text, path.suffix == ".json")
+    clean = sametext.get("cdi-spec", key)
+    if clean is not None:
+        kind, devices = clean
+        return SpecFile(path, [], kind, list(devices))
+    spec, problems = _document_checked(parse_spec_text(text, path))
     found = SpecFile(path, problems)
     if found.accepted and spec is not None:  # decoded once: for the problems, and here
         found.kind = spec["kind"]
         found.devices = [names.qualified_name(spec["kind"], d["name"]) for d in spec["devices"]]
+    if not problems:
+        sametext.put("cdi-spec", key, (found.kind, tuple(found.devices)), size=len(text))
     return found
 
 
