@@ -17,7 +17,9 @@ from tests.ansible_support import ansible_tool
 from tests.helpers import REPO
 
 COLLECTION = REPO / "ansible_collections" / "gpuready" / "node"
-MODULES = ("containerd_runtime", "gpuready_facts", "gpuready_setup")
+MODULES = ("containerd_runtime", "cri_call", "gpuready_facts", "gpuready_setup")
+# The modules whose work an action plugin does on the controller (cri_call runs on the node).
+ACTIONS = ("containerd_runtime", "gpuready_facts", "gpuready_setup")
 
 
 def ansible(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -67,5 +69,6 @@ def test_collection_builds(tmp_path):
         names = set(archive.getnames())
     for module in MODULES:
         assert f"plugins/modules/{module}.py" in names
+    for module in ACTIONS:
         assert f"plugins/action/{module}.py" in names
     assert "roles/contract/tasks/main.yml" in names

@@ -146,6 +146,9 @@ class CriClient:
     ``timeout`` applies to each call (seconds); ``RunPodSandbox`` gets ``sandbox_timeout``.
     """
 
+    # The socket is on this machine (its /proc says which process serves it).
+    local = True
+
     def __init__(
         self,
         address: str = DEFAULT_ADDRESS,

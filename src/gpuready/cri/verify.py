@@ -203,8 +203,11 @@ def running_lines(version: RuntimeVersion) -> tuple[Line, ...]:
     return decoding.lines_for(major=major, release=release)
 
 
-def verify_live(options: VerifyOptions) -> LiveReport:
-    """Compare the running containerd with the file on disk, check RuntimeClasses, and probe."""
+def verify_live(options: VerifyOptions, *, connect=CriClient) -> LiveReport:
+    """Compare the running containerd with the file on disk, check RuntimeClasses, and probe.
+
+    ``connect(address, timeout=...)`` opens the CRI client (:class:`CriClient` on this machine).
+    """
     disk = load_config(options.config_path, node=Node(options.root))
     spec_of(disk.data, path=disk.path)  # an unknown version is bad input, before connecting
     classes = [  # bad YAML is bad input, found before connecting
@@ -212,7 +215,7 @@ def verify_live(options: VerifyOptions) -> LiveReport:
         for path in options.runtimeclass_files
         for found in live_checks.load_runtimeclasses(path)
     ]
-    with CriClient(options.address, timeout=options.timeout) as client:
+    with connect(options.address, timeout=options.timeout) as client:
         version = client.version()
         config = client.status(verbose=True).config()
         if config is None:
@@ -222,7 +225,8 @@ def verify_live(options: VerifyOptions) -> LiveReport:
             )
         lines = running_lines(version)
         live = live_checks.parse_live_config(config, lines=lines)
-        served = serving_process(socket_path(client.address))
+        # which process serves the socket, where this machine's /proc can tell
+        served = serving_process(socket_path(client.address)) if client.local else None
         context = Comparison(
             runtime_name=options.runtime_name,
             handler=options.handler,

@@ -14,6 +14,10 @@ The steps, each one a line of the report:
    sandbox probe with ``--probe``).
 5. on any failure after the write: put every file back as it was, restart again, wait for the
    CRI, and say so; the exit code is 1.
+
+Everything the transaction does to the node goes through a host (:class:`LocalHost`: this
+machine, as the command line runs it). Another host can drive the same steps on a node from
+elsewhere (the Ansible collection does it from its controller).
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ import subprocess
 import tempfile
 import time
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from gpuready.changeset import locked_all, new_backups, put_back
 from gpuready.containerd import facts
@@ -120,52 +125,131 @@ class Outcome:
         }
 
 
+class Host(Protocol):
+    """What the transaction does to the node: lock, read its containerd, write files, run the
+    restart command, reach the CRI."""
+
+    def locked(self, node: NodeConfig, paths: list[Path]) -> AbstractContextManager:
+        """Hold the files' locks while the change is planned and written."""
+
+    def release(self) -> tuple[int, int] | None:
+        """The node's containerd release, or None when unknown."""
+
+    def dump(self, node: NodeConfig, candidates: dict[Path, str | None], *,
+             options: RestartOptions) -> dict:
+        """``containerd config dump`` of the node's files with ``candidates`` in place."""
+
+    def new_backups(self, node: NodeConfig, plans: list[Plan]) -> list[Path]:
+        """The backups writing ``plans`` would create."""
+
+    def write(self, node: NodeConfig, plans: list[Plan]) -> list[Plan]:
+        """Write the plans, all or nothing; those written."""
+
+    def put_back(self, node: NodeConfig, written: list[Plan], backups: Iterable[Path]) -> None:
+        """Give the written files their ``before`` again and remove ``backups``."""
+
+    def shell(self, command: str, *, timeout: float) -> tuple[int, str] | None:
+        """Run ``command`` through the shell: exit code and standard error; None on timeout."""
+
+    def connect(self, address: str, *, timeout: float):
+        """A CRI client (a context manager, as :class:`gpuready.cri.client.CriClient`)."""
+
+
+class LocalHost:
+    """The node is this machine (the command line): gpuready's safe writer, processes, and the
+    CRI over its socket."""
+
+    def locked(self, node: NodeConfig, paths: list[Path]) -> AbstractContextManager:
+        """:func:`gpuready.changeset.locked_all`."""
+        return locked_all(paths, node=node.node)
+
+    def release(self) -> tuple[int, int] | None:
+        """``containerd --version`` of the containerd on PATH."""
+        return installed_release()
+
+    def dump(self, node: NodeConfig, candidates: dict[Path, str | None], *,
+             options: RestartOptions) -> dict:
+        """:func:`config_dump`."""
+        return config_dump(node, candidates, options=options)
+
+    def new_backups(self, node: NodeConfig, plans: list[Plan]) -> list[Path]:
+        """:func:`gpuready.changeset.new_backups`."""
+        return new_backups(plans, node=node.node)
+
+    def write(self, node: NodeConfig, plans: list[Plan]) -> list[Plan]:
+        """:func:`gpuready.workflow.daytwo.write`."""
+        return write(plans, node=node)
+
+    def put_back(self, node: NodeConfig, written: list[Plan], backups: Iterable[Path]) -> None:
+        """:func:`gpuready.changeset.put_back`."""
+        put_back(written, node=node.node, backups=backups)
+
+    def shell(self, command: str, *, timeout: float) -> tuple[int, str] | None:
+        """A shell process under the timeout."""
+        try:
+            result = subprocess.run(command, shell=True, capture_output=True, text=True,
+                                    timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return None
+        return result.returncode, result.stderr
+
+    def connect(self, address: str, *, timeout: float):
+        """A gRPC client on the socket."""
+        from gpuready.cri.client import CriClient
+
+        return CriClient(address, timeout=timeout)
+
+
 def run_transaction(
     node: NodeConfig,
     plan: Callable[[], list[Plan]],
     *,
     options: RestartOptions,
     dry_run: bool = False,
+    host: Host | None = None,
 ) -> Outcome:
     """Plan under the files' locks, pre-flight, write, restart, verify; undo on failure."""
+    host = host or LocalHost()
     paths = [p.path for p in plan()]
-    with locked_all(paths, node=node.node):
+    with host.locked(node, paths):
         plans = plan()
         outcome = Outcome(plans)
         if not any(p.changes for p in plans):
             outcome.add("change", True, "nothing to change; containerd not restarted")
             return outcome
-        before, after = preflight(node, plans, options=options, outcome=outcome)
+        before, after = preflight(node, plans, options=options, outcome=outcome, host=host)
         if not outcome.ok or dry_run:
             if not outcome.ok:
                 outcome.add("write", False, "refused before writing: no file was changed")
             return outcome
-        fresh = new_backups(plans, node=node.node)
-        written = write(plans, node=node)
+        fresh = host.new_backups(node, plans)
+        written = host.write(node, plans)
         outcome.written = True
         outcome.add("write", True, f"{len(written)} file(s) written")
         if before == after:
             outcome.add("restart", True, "the effective config did not change: not restarted")
             return outcome
-        if restart_and_verify(node, options, outcome):
+        if restart_and_verify(node, options, outcome, host=host):
             return outcome
-        roll_back(node, written, fresh, options, outcome)
+        roll_back(node, written, fresh, options, outcome, host=host)
     return outcome
 
 
 def preflight(
-    node: NodeConfig, plans: list[Plan], *, options: RestartOptions, outcome: Outcome
+    node: NodeConfig, plans: list[Plan], *, options: RestartOptions, outcome: Outcome,
+    host: Host | None = None,
 ) -> tuple[dict | None, dict | None]:
     """The dumps of the effective config now and with the candidates; failures go to
     ``outcome``."""
-    refused = _versions_refused(plans)
+    host = host or LocalHost()
+    refused = _versions_refused(plans, host.release())
     if refused:
         outcome.add("pre-flight", False, refused)
         return None, None
     candidates = {p.path: p.after for p in plans if p.changes and not is_bookkeeping(p)}
     try:
-        before = config_dump(node, {}, options=options)
-        after = config_dump(node, candidates, options=options)
+        before = host.dump(node, {}, options=options)
+        after = host.dump(node, candidates, options=options)
     except GpureadyError as error:
         outcome.add("pre-flight", False, error.message())
         return None, None
@@ -190,8 +274,7 @@ def preflight(
     return before, after
 
 
-def _versions_refused(plans: list[Plan]) -> str | None:
-    release = installed_release()
+def _versions_refused(plans: list[Plan], release: tuple[int, int] | None) -> str | None:
     if release is None:
         return None
     highest = max_version_for(release)
@@ -225,39 +308,38 @@ def config_dump(
     return tomllib.loads(text)
 
 
-def restart_and_verify(node: NodeConfig, options: RestartOptions, outcome: Outcome) -> bool:
+def restart_and_verify(
+    node: NodeConfig, options: RestartOptions, outcome: Outcome, *, host: Host
+) -> bool:
     """Restart, wait for the CRI, verify; each step goes to ``outcome``."""
-    if not restart(options, outcome, "restart"):
+    if not restart(options, outcome, "restart", host=host):
         return False
     outcome.restarted = True
-    if not wait_for_cri(options, outcome):
+    if not wait_for_cri(options, outcome, host=host):
         return False
-    return verify(node, options, outcome)
+    return verify(node, options, outcome, host=host)
 
 
-def restart(options: RestartOptions, outcome: Outcome, name: str) -> bool:
+def restart(options: RestartOptions, outcome: Outcome, name: str, *, host: Host) -> bool:
     """Run the restart command (through the shell) under the timeout."""
     command = options.command or SYSTEMD_RESTART
-    try:
-        result = subprocess.run(command, shell=True, capture_output=True, text=True,
-                                timeout=options.timeout, check=False)
-    except subprocess.TimeoutExpired:
+    result = host.shell(command, timeout=options.timeout)
+    if result is None:
         return outcome.add(name, False, f"{command!r} did not finish in {options.timeout:g}s")
-    if result.returncode != 0:
-        said = (result.stderr.strip().splitlines() or ["no output"])[-1]
-        return outcome.add(name, False, f"{command!r} exited {result.returncode}: {said}")
+    code, stderr = result
+    if code != 0:
+        said = (stderr.strip().splitlines() or ["no output"])[-1]
+        return outcome.add(name, False, f"{command!r} exited {code}: {said}")
     return outcome.add(name, True, f"ran {command!r}")
 
 
-def wait_for_cri(options: RestartOptions, outcome: Outcome) -> bool:
+def wait_for_cri(options: RestartOptions, outcome: Outcome, *, host: Host) -> bool:
     """Poll the CRI until it answers ``Version`` or the timeout passes."""
-    from gpuready.cri.client import CriClient
-
     deadline = time.monotonic() + options.timeout
     last = "no answer"
     while time.monotonic() < deadline:
         try:
-            with CriClient(options.address, timeout=2.0) as client:
+            with host.connect(options.address, timeout=2.0) as client:
                 version = client.version()
                 client.status(verbose=False)
             return outcome.add("cri", True, f"{version.runtime_name} {version.runtime_version} "
@@ -269,12 +351,12 @@ def wait_for_cri(options: RestartOptions, outcome: Outcome) -> bool:
                        f"({last})")
 
 
-def verify(node: NodeConfig, options: RestartOptions, outcome: Outcome) -> bool:
+def verify(node: NodeConfig, options: RestartOptions, outcome: Outcome, *, host: Host) -> bool:
     """``verify --live`` against the effective config (and the probe when asked)."""
     from gpuready.cri.verify import VerifyOptions, verify_live
 
     if options.expect_runtime is None:
-        return _verify_gone(options, outcome)
+        return _verify_gone(options, outcome, host=host)
     effective = load_effective(node.config, root=node.root, major=node.major)
     import tomlkit
 
@@ -286,7 +368,7 @@ def verify(node: NodeConfig, options: RestartOptions, outcome: Outcome) -> bool:
                 address=options.address, config_path=merged, root=node.root,
                 runtime_name=options.expect_runtime, handler=options.expect_runtime,
                 probe=options.probe, timeout=10.0, probe_timeout=options.timeout,
-            ))
+            ), connect=host.connect)
         except GpureadyError as error:
             return outcome.add("verify --live", False, error.message())
     failed = [check.message for check in report.checks if check.outcome.value == "failed"]
@@ -300,12 +382,11 @@ def verify(node: NodeConfig, options: RestartOptions, outcome: Outcome) -> bool:
     return outcome.add("probe", False, report.probe.message)
 
 
-def _verify_gone(options: RestartOptions, outcome: Outcome) -> bool:
-    from gpuready.cri.client import CriClient
+def _verify_gone(options: RestartOptions, outcome: Outcome, *, host: Host) -> bool:
     from gpuready.cri.live import parse_live_config
 
     try:
-        with CriClient(options.address, timeout=10.0) as client:
+        with host.connect(options.address, timeout=10.0) as client:
             config = client.status(verbose=True).config() or {}
     except GpureadyError as error:
         return outcome.add("verify --live", False, error.message())
@@ -319,13 +400,15 @@ def _verify_gone(options: RestartOptions, outcome: Outcome) -> bool:
 
 def roll_back(
     node: NodeConfig,
-    written: list[Plan], backups: list[Path], options: RestartOptions, outcome: Outcome
+    written: list[Plan], backups: list[Path], options: RestartOptions, outcome: Outcome,
+    *, host: Host,
 ) -> None:
     """Put every written file back, restart again (the first restart may have stopped
     containerd even when it failed) and wait for the CRI."""
-    put_back(written, node=node.node, backups=backups)
+    host.put_back(node, written, backups)
     outcome.add("roll back", True, f"{len(written)} file(s) put back as they were")
-    if restart(options, outcome, "restart again") and wait_for_cri(options, outcome):
+    if restart(options, outcome, "restart again", host=host) and wait_for_cri(
+            options, outcome, host=host):
         outcome.rolled_back = True
     else:
         outcome.add("node", False, "containerd did not come back on the original files: "

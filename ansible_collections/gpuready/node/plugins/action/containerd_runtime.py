@@ -61,14 +61,55 @@ class ActionModule(ActionBase):
 
         mirror = Mirror(RemoteNode(self, task_vars), root=args["root"], local=local)
         runtime = RuntimeChange(mirror, args)
-        change = runtime.plan(major=self._major(runtime, args))
+        major = self._major(runtime, args)
+        if args["restart"]:
+            return self._transaction(runtime, args, major=major)
+        change = runtime.plan(major=major)
         written = [] if self._task.check_mode else runtime.write(change)
         return self._outcome(runtime, change, written)
+
+    def _transaction(self, runtime, args: dict, *, major: int) -> dict:
+        """``restart: true``: gpuready's restart transaction, each step on the node."""
+        from ansible_collections.gpuready.node.plugins.plugin_utils.restart import AnsibleHost
+        from ansible_collections.gpuready.node.plugins.plugin_utils.runtime import Change
+        from gpuready.workflow.transaction import RestartOptions, run_transaction
+
+        absent = args["state"] == "absent"
+        recorded = runtime.take_record() or {} if absent else {}
+        gone = [s.get("name") for s in recorded.get("settings", [])
+                if isinstance(s, dict) and s.get("kind") == "runtime"]
+        options = RestartOptions(
+            address=args["address"], command=args["restart_command"],
+            timeout=args["restart_timeout"], probe=args["probe"],
+            runtime_name=args["runtime_name"],
+            expect_runtime=None if absent else args["runtime_name"],
+            gone_runtime=gone[0] if gone else None,
+        )
+        node = runtime.node_config(major=major)
+        outcome = run_transaction(node, lambda: runtime.plan(major=major).plans,
+                                  options=options, dry_run=self._task.check_mode,
+                                  host=AnsibleHost(runtime))
+        change = Change(outcome.plans, node.config)
+        written = [plan for plan in outcome.plans if plan.changes] if outcome.written else []
+        result = self._outcome(runtime, change, written)
+        steps = [dict(name=step.name, ok=step.ok, detail=runtime.mirror.shown(step.detail))
+                 for step in outcome.steps]
+        result.update(
+            changed=outcome.written or (self._task.check_mode and change.changed),
+            restart=dict(steps=steps, written=outcome.written, restarted=outcome.restarted,
+                         rolled_back=outcome.rolled_back),
+        )
+        if not outcome.ok:
+            failed = [f"{step['name']}: {step['detail']}" for step in steps if not step["ok"]]
+            back = "; every file was put back and containerd restarted on them" if (
+                outcome.rolled_back) else ""
+            result.update(failed=True, msg="; ".join(failed) + back)
+        return result
 
     @staticmethod
     def _major(runtime, args: dict) -> int:
         """The node's containerd release line (its merge rules decide a drop-in's content)."""
-        if args["state"] != "present" or not runtime.drop_in():
+        if not args["restart"] and (args["state"] != "present" or not runtime.drop_in()):
             return 1  # in place, and taking back, the rules of both lines agree
         from gpuready.containerd.versions import parse_release
 

@@ -16,6 +16,11 @@ CONTAINERD_RUNTIME_SPEC = dict(
     config=dict(type="str", default="/etc/containerd/config.toml"),
     enable_cdi=dict(type="bool", default=False),
     drop_in=dict(type="str"),
+    restart=dict(type="bool", default=False),
+    restart_command=dict(type="str", default="systemctl restart containerd"),
+    restart_timeout=dict(type="float", default=60),
+    address=dict(type="str", default="unix:///run/containerd/containerd.sock"),
+    probe=dict(type="bool", default=False),
     root=dict(type="str", default="/"),
 )
 
@@ -32,4 +37,11 @@ GPUREADY_SETUP_SPEC = dict(
     systemd_cgroup=dict(type="str", default="true", choices=["true", "false", "inherit"]),
     toolkit_dir=dict(type="str", default="/root/toolkit"),
     gpus=dict(type="int"),
+)
+
+CRI_CALL_SPEC = dict(
+    socket=dict(type="str", default="/run/containerd/containerd.sock"),
+    method=dict(type="str", required=True),
+    message=dict(type="str", default=""),
+    timeout=dict(type="float", default=10),
 )

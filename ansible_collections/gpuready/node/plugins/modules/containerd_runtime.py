@@ -86,6 +86,46 @@ options:
       - A file at that path that gpuready did not write fails the host; nothing is written.
       - Unset (or V(false)), the runtime goes into the config itself.
     type: str
+  restart:
+    description:
+      - Run the change as gpuready's restart transaction, as C(gpuready configure --restart) (or
+        C(unconfigure --restart)) does, once per host, driven from the controller
+        (pre-flight, write, restart, verify, roll back).
+      - "Pre-flight: the candidate files are copied into a temporary folder on the node and the
+        node's own C(containerd config dump) must load them with the runtime (or, for
+        O(state=absent), without it) and lose no other runtime; otherwise nothing is written."
+      - Then the files are written and, only when the effective config changed, O(restart_command)
+        runs on the node; the CRI at O(address) must answer again, and what containerd loaded is
+        compared with the files (C(gpuready verify --live)), then O(probe) if asked.
+      - On any failure after the write, every file is put back as it was, containerd is restarted
+        on them, and the host fails saying so.
+      - The CRI is asked from the controller through M(gpuready.node.cri_call) on the node.
+      - In check mode only the pre-flight runs.
+    type: bool
+    default: false
+  restart_command:
+    description:
+      - The shell command that restarts containerd on the node (O(restart=true) only).
+    type: str
+    default: systemctl restart containerd
+  restart_timeout:
+    description:
+      - Seconds the restart command, and the CRI's coming back, may take (O(restart=true) only).
+    type: float
+    default: 60
+  address:
+    description:
+      - The CRI socket of the node's containerd, a node path (not looked up under O(root))
+        (O(restart=true) only).
+    type: str
+    default: unix:///run/containerd/containerd.sock
+  probe:
+    description:
+      - After the restart, also start and remove a pod sandbox through the runtime's handler,
+        as C(gpuready verify --live --probe) does (O(restart=true) only). The node's pause image
+        must be present or pullable.
+    type: bool
+    default: false
   root:
     description:
       - Look every node path up under this folder on the node, as C(gpuready --root) does.
@@ -130,6 +170,11 @@ EXAMPLES = r"""
 - name: Take back exactly what gpuready added
   gpuready.node.containerd_runtime:
     state: absent
+
+- name: Register, restart containerd, verify what it loaded, roll back on any failure
+  gpuready.node.containerd_runtime:
+    restart: true
+    probe: true
 """
 
 RETURN = r"""
@@ -178,6 +223,29 @@ files:
       description: What changes in it, or why nothing does.
       type: str
       sample: write drop-in with runtime nvidia
+restart:
+  description: The restart transaction's steps and how it ended (O(restart=true) only).
+  returned: when O(restart=true)
+  type: dict
+  contains:
+    steps:
+      description: Each step in order (C(pre-flight), C(write), C(restart), C(cri),
+        C(verify --live), C(probe), C(roll back), C(restart again), ...).
+      type: list
+      elements: dict
+      sample:
+        - name: pre-flight
+          ok: true
+          detail: "containerd's config dump of the new files loads nvidia, runc"
+    written:
+      description: Whether the files were written.
+      type: bool
+    restarted:
+      description: Whether containerd was restarted on the change.
+      type: bool
+    rolled_back:
+      description: Whether every file was put back and containerd restarted on them.
+      type: bool
 """
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402 (after the documentation)

@@ -12,6 +12,7 @@ message the way the command line does.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import posixpath
 import shutil
@@ -64,18 +65,59 @@ class RemoteNode:
             raise InputError(where, str(result.get("msg") or f"{name} failed on the node"))
         return result
 
+    def module_named(self, name: str, **args) -> dict:
+        """Run any module on the node, check mode or not (those it is used for change nothing
+        the task manages); its result, failed or not."""
+        with self.acting():
+            return self._action._execute_module(module_name=name, module_args=args,
+                                                task_vars=self._task_vars)
+
+    @contextlib.contextmanager
+    def acting(self):
+        """Run modules for real while inside, even in check mode: for reading commands and for
+        gpuready's own temporary files on the node, never for the files the task manages."""
+        task = self._action._task
+        check_mode = task.check_mode
+        task.check_mode = False
+        try:
+            yield
+        finally:
+            task.check_mode = check_mode
+
+    def run(self, argv: list[str]) -> tuple[int, str, str]:
+        """Run a command on the node: its exit code, standard output and standard error (a
+        command that could not be started: 127 and the reason)."""
+        result = self.module_named("ansible.legacy.command", argv=argv)
+        code = result.get("rc")
+        if code is None:
+            return 127, "", str(result.get("msg") or "could not run")
+        return code, result.get("stdout", ""), result.get("stderr") or (
+            str(result.get("msg", "")) if result.get("failed") and code != 0 else "")
+
+    def temporary_folder(self) -> str:
+        """A new temporary folder on the node (remove it with :meth:`remove_folder`)."""
+        with self.acting():
+            return self.module("tempfile", state="directory", prefix="gpuready-")["path"]
+
+    def remove_folder(self, path: str) -> None:
+        """Remove a temporary folder and everything in it."""
+        with self.acting():
+            self.module("file", path=path, state="absent")
+
+    def put(self, path: str, text: str) -> None:
+        """Write a file into a temporary folder of :meth:`temporary_folder` (folders made)."""
+        with self.acting():
+            self.module("file", path=posixpath.dirname(path), state="directory")
+            self.copy(path, text, mode="0600", force=True)
+
     def ask(self, argv: list[str]) -> str | None:
         """The output of a command that only reads (``containerd --version``), check mode or not;
         None when it fails or is not there."""
-        task = self._action._task
-        check_mode = task.check_mode
-        task.check_mode = False  # it changes nothing, and check mode must still see the answer
         try:
-            answer = self.module("command", argv=argv)
+            with self.acting():  # it changes nothing, and check mode must still see the answer
+                answer = self.module("command", argv=argv)
         except InputError:
             return None
-        finally:
-            task.check_mode = check_mode
         return answer.get("stdout", "")
 
     def stat(self, path: str) -> dict:

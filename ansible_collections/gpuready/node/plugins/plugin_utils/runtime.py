@@ -202,11 +202,21 @@ class RuntimeChange:
         for plan in change.plans:
             if not plan.changes:
                 continue
-            if is_record(plan):
-                plan = replace(plan, after=self.record_text(plan.after))
-            self.mirror.push(plan, backup=not is_record(plan))
-            written.append(plan)
+            shown = replace(plan, before=self.record_text(plan.before),
+                            after=self.record_text(plan.after)) if is_record(plan) else plan
+            self.mirror.push(shown, backup=not is_record(plan))
+            self.keep_local(plan.path, plan.after)  # the copy stays the node's (verify reads it)
+            written.append(shown)
         return written
+
+    def keep_local(self, path: Path, text: str | None) -> None:
+        """Give the copy's file ``text`` (None: remove it), as the node's file now has."""
+        local = Path(path)
+        if text is None:
+            local.unlink(missing_ok=True)
+        else:
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_text(text, encoding="utf-8")
 
     def record_text(self, text: str | None) -> str | None:
         """The record's text with its file names as the node's."""
