@@ -7,6 +7,10 @@ The configs start from the ``containerd config default`` output of real releases
 2.3.4, in tests/data/containerd/) with the NVIDIA runtime registered at the table the config's
 version reads; variations: binary path, CDI spec present or not. One node in ``FAULT_EVERY`` gets
 one fault, each with the rule that must report it.
+
+Nodes configured alike have byte-identical files, as a fleet deployed by one playbook has;
+``distinct=True`` starts every file with a comment naming its host instead, so that no two nodes
+share a text (what ``gpuready audit`` gains from identical texts is then zero).
 """
 
 from __future__ import annotations
@@ -103,7 +107,8 @@ def _registered(base: Base, name: str) -> str:
     return base.text + runtime_table(base.runtime_header, name, binary=BINARY, systemd="false")
 
 
-def generate(folder: Path, count: int, *, seed: int = 7) -> dict[str, str]:
+def generate(folder: Path, count: int, *, seed: int = 7, distinct: bool = False
+             ) -> dict[str, str]:
     """Write ``count`` nodes below ``folder``; return ``{host: expected rule}`` for faulty ones."""
     rng = random.Random(seed)
     known = bases()
@@ -123,7 +128,8 @@ def generate(folder: Path, count: int, *, seed: int = 7) -> dict[str, str]:
             config = base.text + runtime_table(base.runtime_header, name, binary=binary,
                                                systemd="false")
             handler = name
-        _write_node(folder / host, config, name, handler, with_cdi=rng.random() < 0.9)
+        _write_node(folder / host, config, name, handler, with_cdi=rng.random() < 0.9,
+                    header=f"# {host}\n" if distinct else "")
     return expected
 
 
@@ -132,15 +138,17 @@ def _installed(config: str) -> list[str]:
     return [binary for binary in dict.fromkeys(BINARIES) if f'"{binary}"' in config]
 
 
-def _write_node(root: Path, config: str, name: str, handler: str, *, with_cdi: bool) -> None:
+def _write_node(root: Path, config: str, name: str, handler: str, *, with_cdi: bool,
+                header: str) -> None:
     (root / "etc" / "containerd").mkdir(parents=True)
-    (root / "etc" / "containerd" / "config.toml").write_text(config)
+    (root / "etc" / "containerd" / "config.toml").write_text(header + config)
     toolkit = root / "root" / "toolkit"
     toolkit.mkdir(parents=True)
-    (toolkit / "runtimeclass.yaml").write_text(RUNTIMECLASS.format(name=name, handler=handler))
+    (toolkit / "runtimeclass.yaml").write_text(
+        header + RUNTIMECLASS.format(name=name, handler=handler))
     if with_cdi:
         (root / "etc" / "cdi").mkdir(parents=True)
-        (root / "etc" / "cdi" / "nvidia.yaml").write_text(CDI_SPEC)
+        (root / "etc" / "cdi" / "nvidia.yaml").write_text(header + CDI_SPEC)
     for binary in _installed(config):  # an empty stand-in, as the collection's copy has
         stand_in = root / binary.lstrip("/")
         stand_in.parent.mkdir(parents=True, exist_ok=True)

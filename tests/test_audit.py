@@ -131,3 +131,37 @@ def test_a_rule_that_is_an_error_on_some_nodes_is_listed_as_an_error_with_the_sp
     row = next(entry for entry in document["rules"] if entry["rule"] == "cdi-spec-missing")
     assert row == {"rule": "cdi-spec-missing", "severity": "error", "nodes": 3,
                    "nodes_by_severity": {"error": 2, "warning": 1}}
+
+
+def test_nodes_with_the_same_texts_are_each_judged_on_their_own_files(tmp_path):
+    """audit parses a text shared by many nodes once; what depends on the node must not be
+    shared: a syntax error names each node's own file, a binary is looked for on each node, and
+    the same spec text is read as YAML or JSON by its file name. Each node's problems are those
+    doctor finds on that node alone."""
+    folder = tmp_path / "fleet"
+    broken = 'version = 2\n[plugins."io.containerd.grpc.v1.cri"\n'
+    for host in ("a-broken", "b-broken"):
+        node(folder, host, broken)
+    spec = ("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n- name: '0'\n"
+            "  containerEdits:\n    deviceNodes:\n    - path: /dev/nvidia0\n")
+    for host, binary, spec_name in (("c-installed", True, "nvidia.yaml"),
+                                    ("d-missing", False, "nvidia.json")):
+        node(folder, host)
+        if binary:
+            installed = folder / host / "usr/bin/nvidia-container-runtime"
+            installed.parent.mkdir(parents=True)
+            installed.write_bytes(b"")
+            installed.chmod(0o755)
+        (folder / host / "etc/cdi").mkdir(parents=True)
+        (folder / host / "etc/cdi" / spec_name).write_text(spec)
+    result = run_cli("audit", str(folder), "--format", "json", "--jobs", "1")
+    nodes = {Path(entry["node"]).name: entry for entry in json.loads(result.out)["nodes"]}
+    for host in ("a-broken", "b-broken"):
+        (syntax,) = [p for p in nodes[host]["problems"] if p["rule"] == "toml-syntax"]
+        assert syntax["file"] == str(folder / host / CONFIG)
+    rules = {host: {p["rule"] for p in entry["problems"]} for host, entry in nodes.items()}
+    assert "binary-missing" not in rules["c-installed"]
+    assert "binary-missing" in rules["d-missing"]
+    for host in nodes:
+        alone = run_cli("doctor", "--root", str(folder / host), "--format", "json")
+        assert json.loads(alone.out)["problems"] == nodes[host]["problems"]

@@ -28,6 +28,7 @@ from gpuready.errors import InputError
 from gpuready.textfile import decode
 
 MAX_LINKS = 40  # as Linux's ELOOP limit for one path lookup
+_PATHS_KEPT = 256  # node paths whose host path a Node keeps (the fixed paths gpuready reads)
 _MIB = 1024 * 1024
 
 
@@ -68,6 +69,8 @@ class Node:
         self._prefix = self._root.rstrip("/") + "/"  # what a path below the root starts with
         self._seen: dict[str, os.stat_result | None] | None = None  # None: not remembering
         self._targets: dict[str, str] = {}
+        self._resolved: dict[str, tuple[str, bool]] = {}
+        self._paths: dict[str, Path] = {}  # node path -> host path (no lookup: kept always)
 
     def __repr__(self) -> str:
         return f"Node({self._root!r})"
@@ -100,7 +103,7 @@ class Node:
             yield self
         finally:
             self._seen = None
-            self._targets = {}
+            self._targets, self._resolved = {}, {}
 
     def path(self, node_path: PurePosixPath | str) -> Path:
         """The host path of an absolute node path (``/etc/cdi`` → ``<root>/etc/cdi``).
@@ -109,10 +112,15 @@ class Node:
         relative path is the user's own and is returned as given.
         """
         text = os.fspath(node_path)
-        if not text.startswith("/"):
-            return Path(node_path)
-        below = _below_root(text)
-        return self.root / below if below else self.root
+        found = self._paths.get(text)
+        if found is None:
+            if not text.startswith("/"):
+                return Path(node_path)
+            below = _below_root(text)
+            found = self.root / below if below else self.root
+            if len(self._paths) < _PATHS_KEPT:
+                self._paths[text] = found
+        return found
 
     def check_root(self) -> None:
         """Refuse a root that exists but is not a folder (a file given as ``--root``)."""
@@ -150,7 +158,13 @@ class Node:
             return os.path.realpath(absolute), False
         if absolute == self._root:
             return absolute, False
-        return self._walk(absolute[len(self._prefix):].split("/"), absolute, fresh=fresh)
+        remembered = None if fresh or self._seen is None else self._resolved
+        if remembered is not None and absolute in remembered:
+            return remembered[absolute]
+        found = self._walk(absolute[len(self._prefix):].split("/"), absolute, fresh=fresh)
+        if remembered is not None:
+            remembered[absolute] = found
+        return found
 
     def _walk(self, parts: list[str], shown: str, *, fresh: bool) -> tuple[str, bool]:
         # chroot semantics: an absolute link target restarts at the root, ".." stops there.

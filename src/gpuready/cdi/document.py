@@ -45,7 +45,11 @@ class SpecDocument:
 
 def load_spec_file(path: Path, *, node: Node = HOST) -> SpecDocument:
     """Read (through ``node``) and parse ``path``: JSON for ``*.json``, YAML for the rest."""
-    text = node.read_text(path, kind=FileKind.CDI_SPEC)
+    return parse_spec_text(node.read_text(path, kind=FileKind.CDI_SPEC), path)
+
+
+def parse_spec_text(text: str, path: Path) -> SpecDocument:
+    """Parse a spec file's text as the file's name says: JSON for ``*.json``, YAML for the rest."""
     if path.suffix == ".json":
         return parse_json_file(text, str(path))
     return parse_yaml(text, str(path))

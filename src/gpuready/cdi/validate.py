@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from gpuready import sametext
 from gpuready.cdi import names
 from gpuready.cdi.document import (
     RULE_INVALID,
@@ -27,6 +28,7 @@ from gpuready.cdi.document import (
     SpecDocument,
     child_path,
     load_spec_file,
+    parse_spec_text,
 )
 from gpuready.cdi.schema import SPEC, Decoder
 from gpuready.cdi.versions import (
@@ -36,7 +38,7 @@ from gpuready.cdi.versions import (
     version_key,
 )
 from gpuready.errors import InputError
-from gpuready.node import HOST, Node
+from gpuready.node import HOST, FileKind, Node
 from gpuready.paths import CDI_DIRS
 from gpuready.problems import Problem, Severity, has_errors
 
@@ -226,20 +228,30 @@ def validate_spec(data: Any, *, file: str, lines: dict[str, Position] | None = N
     ``lines`` maps field paths (``devices[0].name``) to 1-based (line, column) positions, as
     :mod:`gpuready.cdi.document` records them; problems then carry their line.
     """
+    return _checked(data, file=file, lines=lines)[1]
+
+
+def _checked(data: Any, *, file: str, lines: dict[str, Position] | None
+             ) -> tuple[dict[str, Any] | None, list[Problem]]:
+    """The spec as the loader decodes it (None when it reads nothing) and every problem."""
     spec, problems = decode_spec(data, file=file, lines=lines)
     if spec is None:
-        return problems
+        return None, problems
     checker = _Checker(Decoder(file, lines))
     checker.spec(spec)
-    return _in_file_order(problems + checker.decoder.problems)
+    return spec, _in_file_order(problems + checker.decoder.problems)
 
 
 def validate_document(document: SpecDocument) -> list[Problem]:
     """Problems of a parsed file: its parse problems, else those of its content."""
+    return _document_checked(document)[1]
+
+
+def _document_checked(document: SpecDocument) -> tuple[dict[str, Any] | None, list[Problem]]:
     if document.problems and has_errors(document.problems) and document.data is None:
-        return document.problems
-    return _in_file_order(document.problems + validate_spec(
-        document.data, file=document.path, lines=document.lines))
+        return None, document.problems
+    spec, problems = _checked(document.data, file=document.path, lines=document.lines)
+    return spec, _in_file_order(document.problems + problems)
 
 
 def validate_file(path: Path | str) -> list[Problem]:
@@ -289,13 +301,25 @@ class Scan:
 
 
 def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
-    """Validate one file and, when the loader accepts it, read its kind and device names."""
-    document = load_spec_file(path, node=node)
-    found = SpecFile(path, validate_document(document))
-    if found.accepted:
-        spec, _ = decode_spec(document.data, file=str(path))
+    """Validate one file and, when the loader accepts it, read its kind and device names.
+
+    A text without a single problem gives the same kind and devices wherever it is: while
+    :mod:`gpuready.sametext` shares, files with that text (read the same way: JSON or YAML) reuse
+    them.
+    """
+    text = node.read_text(path, kind=FileKind.CDI_SPEC)
+    key = (text, path.suffix == ".json")
+    clean = sametext.get("cdi-spec", key)
+    if clean is not None:
+        kind, devices = clean
+        return SpecFile(path, [], kind, list(devices))
+    spec, problems = _document_checked(parse_spec_text(text, path))
+    found = SpecFile(path, problems)
+    if found.accepted and spec is not None:  # decoded once: for the problems, and here
         found.kind = spec["kind"]
         found.devices = [names.qualified_name(spec["kind"], d["name"]) for d in spec["devices"]]
+    if not problems:
+        sametext.put("cdi-spec", key, (found.kind, tuple(found.devices)), size=len(text))
     return found
 
 

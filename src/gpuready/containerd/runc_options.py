@@ -84,11 +84,13 @@ def normalized(key: str) -> str:
 
 def canonical_option(key: str, *, major: int) -> str | None:
     """The runc field a key was meant to be (``systemd_cgroup`` -> ``SystemdCgroup``), if any."""
-    wanted = normalized(key)
-    for field_name in known_options(major=major):
-        if normalized(field_name) == wanted:
-            return field_name
-    return None
+    return _BY_NORMALIZED[1 if major == 1 else 2].get(normalized(key))
+
+
+# normalized field name -> field name, per line (a rule asks this for every key of a runtime).
+_BY_NORMALIZED = {
+    major: {normalized(name): name for name in known_options(major=major)} for major in (1, 2)
+}
 
 
 def option_matches(key: str, *, major: int) -> bool:

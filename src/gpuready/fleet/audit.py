@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from gpuready import sametext
 from gpuready.fleet.nodes import NodeResult, NodeSource, Verdict, check_node
 from gpuready.problems import Severity
 
@@ -87,10 +88,11 @@ def audit(
     )
     workers = jobs or os.cpu_count() or 1
     summary = FleetSummary()
-    for done, result in enumerate(_map(check, sources, workers=workers), start=1):
-        summary.results.append(result)
-        if progress:
-            progress(done, len(sources))
+    with sametext.shared():  # nodes configured alike: each distinct text is parsed once
+        for done, result in enumerate(_map(check, sources, workers=workers), start=1):
+            summary.results.append(result)
+            if progress:
+                progress(done, len(sources))
     return summary
 
 

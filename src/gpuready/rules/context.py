@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuready import sametext
 from gpuready.containerd import facts
 from gpuready.containerd.document import nesting_error, toml_error
 from gpuready.containerd.semantics import Semantics
@@ -38,6 +39,34 @@ class Options:
         return Node(self.root)
 
 
+class ParsedText:
+    """What a config text alone gives: its ``tomllib`` data, where its keys are, and which keys
+    containerd does not read. Files with the same text may share one (:mod:`gpuready.sametext`),
+    so nothing here names the file, and nothing changes it after it is made."""
+
+    def __init__(self, text: str, data: dict[str, Any] | None) -> None:
+        self.text = text
+        self.data = data
+        self._locator: Locator | None = None
+        self._unknown_keys: dict[int, list[Any]] = {}
+
+    @property
+    def locator(self) -> Locator:
+        """The positions of the text's keys, computed on first use."""
+        if self._locator is None:
+            self._locator = Locator(self.text)
+        return self._locator
+
+    def unknown_keys(self, version: int) -> list[Any]:
+        """The keys the line reading config ``version`` ignores, computed once."""
+        found = self._unknown_keys.get(version)
+        if found is None:
+            from gpuready.containerd.keyschema import unknown_keys
+
+            found = self._unknown_keys[version] = unknown_keys(self.data or {}, version)
+        return found
+
+
 class FileContext:
     """One containerd config file as written: text, ``tomllib`` data (or the syntax error)."""
 
@@ -50,15 +79,20 @@ class FileContext:
         self.options = options
         self.semantics: Semantics | None = None
         self.syntax_error: InputError | None = None
-        self.data: dict[str, Any] | None = None
-        self._locator: Locator | None = None
+        self.parsed: ParsedText = sametext.get("toml", self.text) or self._parse()
+        self.data: dict[str, Any] | None = self.parsed.data
+
+    def _parse(self) -> ParsedText:
         self.syntax_error = nesting_error(self.text, self.display)
         if self.syntax_error is not None:
-            return
+            return ParsedText(self.text, None)
         try:
-            self.data = tomllib.loads(self.text)
-        except tomllib.TOMLDecodeError as error:
+            parsed = ParsedText(self.text, tomllib.loads(self.text))
+        except tomllib.TOMLDecodeError as error:  # names the file: never shared
             self.syntax_error = toml_error(str(error), self.text, self.display)
+            return ParsedText(self.text, None)
+        sametext.put("toml", self.text, parsed, size=len(self.text))
+        return parsed
 
     @property
     def has_version(self) -> bool:
@@ -81,12 +115,18 @@ class FileContext:
         version = self.version
         return VERSIONS.get(version) if version is not None else None
 
+    def unknown_keys(self) -> list[Any]:
+        """The keys containerd does not read here (:func:`gpuready.containerd.keyschema.
+        unknown_keys`), computed once for the rules that ask."""
+        spec = self.spec
+        if self.data is None or spec is None:
+            return []
+        return self.parsed.unknown_keys(spec.number)
+
     @property
     def locator(self) -> Locator:
         """The positions of this file's keys, computed on first use."""
-        if self._locator is None:
-            self._locator = Locator(self.text)
-        return self._locator
+        return self.parsed.locator
 
     def position(self, key_path: KeyPath) -> Position | None:
         """Where ``key_path`` is (or belongs) in this file."""

@@ -137,7 +137,9 @@ def _doctor(options, selected, config_path, runtimeclass_paths, containerd_versi
                           ownership=OwnerState(node, detection, main_path))
     kubelet_file = None
     if all(f.data is not None for f in files) and main.spec is not None:
-        data, context.replaced_tables = merge(files, major=semantics.major)
+        # Nothing imported: the main file's data is the config as it is (rules only read it).
+        data, context.replaced_tables = (
+            merge(files, major=semantics.major) if len(files) > 1 else (main.data, []))
         driver, kubelet_file = kubelet.cgroup_driver(node)
         context.config = ConfigContext(
             data,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from gpuready.containerd import keyschema
 from gpuready.containerd.keyschema import UnknownKey as Unknown
 from gpuready.containerd.runc_options import canonical_option
 from gpuready.containerd.versions import CRI_PLUGIN_IDS, render_key_path
@@ -30,13 +29,7 @@ def _owned_elsewhere(found: Unknown, ctx: FileContext) -> bool:
 
 
 def _findings(ctx: FileContext) -> list[Unknown]:
-    if ctx.data is None or ctx.spec is None:
-        return []
-    return [
-        found
-        for found in keyschema.unknown_keys(ctx.data, ctx.spec.number)
-        if not _owned_elsewhere(found, ctx)
-    ]
+    return [found for found in ctx.unknown_keys() if not _owned_elsewhere(found, ctx)]
 
 
 class UnknownKey(Rule):

@@ -1,0 +1,49 @@
+"""Texts shared between nodes of an audit: one parse per distinct text, never changed by a rule.
+
+``gpuready audit`` keeps what a config text parses to and hands the same objects to every node
+with that text (:mod:`gpuready.sametext`); a rule that changed them would change the verdict of
+every later node. These tests run doctor with sharing on over every config in tests/data and
+check that what is kept still equals a fresh parse afterwards.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tomllib
+from pathlib import Path
+
+from gpuready import sametext
+from gpuready.rules.context import Options
+from gpuready.rules.engine import doctor
+from gpuready.rules.registry import selection
+from gpuready.textfile import without_bom
+from tests.helpers import REPO
+
+CONFIGS = sorted((REPO / "tests" / "data").rglob("*.toml"))
+
+
+def test_no_rule_changes_a_parse_that_other_nodes_share(tmp_path: Path) -> None:
+    everything = selection(select=None, ignore=None)
+    kept = 0
+    with sametext.shared():
+        for index, config in enumerate(CONFIGS):
+            root = tmp_path / f"node{index}"
+            (root / "etc" / "containerd").mkdir(parents=True)
+            shutil.copyfile(config, root / "etc" / "containerd" / "config.toml")
+            for _ in range(2):  # the second run takes the kept parse
+                doctor(options=Options(root=root), selected=everything, probe=False)
+        for config in CONFIGS:
+            text = without_bom(config.read_bytes().decode("utf-8", "replace"))
+            parsed = sametext.get("toml", text)
+            if parsed is not None:
+                kept += 1
+                assert parsed.data == tomllib.loads(text), config
+    assert kept > len(CONFIGS) // 2
+
+
+def test_nothing_is_kept_outside_an_audit(tmp_path: Path) -> None:
+    root = tmp_path / "node"
+    (root / "etc" / "containerd").mkdir(parents=True)
+    shutil.copyfile(CONFIGS[0], root / "etc" / "containerd" / "config.toml")
+    doctor(options=Options(root=root), selected=selection(select=None, ignore=None), probe=False)
+    assert sametext.get("toml", without_bom(CONFIGS[0].read_text())) is None
