@@ -159,6 +159,7 @@ def test_absent_in_check_mode_shows_the_removal_and_writes_nothing(nodes):
     for host in HOSTS:
         if host == BROKEN:
             assert results[host]["changed"] is False  # nothing was ever recorded there
+            assert "nothing to remove" in results[host]["summary"]
             continue
         assert results[host]["changed"] is True, results[host]
         after = "".join(d["after"] for d in results[host]["diff"])
@@ -166,8 +167,14 @@ def test_absent_in_check_mode_shows_the_removal_and_writes_nothing(nodes):
 
 
 def test_absent_takes_back_exactly_what_was_added_and_twice_changes_nothing(nodes):
+    record = nodes.config(BROKEN).with_name("config.toml.gpuready.json")
+    record.write_text("{not json\n")  # a record gpuready cannot read fails its host alone
     result = run(nodes, "absent.yml", state="absent")
-    assert not result.failures(), result.failures()
+    assert list(result.failures()) == [f"{TASK}: {BROKEN}"], result.failures()
+    assert result.results(TASK)[BROKEN]["msg"].startswith(
+        f"{record}: unreadable gpuready record: "), result.results(TASK)[BROKEN]["msg"]
+    assert record.read_text() == "{not json\n"
+    record.unlink()
     for host in HOSTS:
         assert result.stats[host]["changed"] == (0 if host == BROKEN else 1), host
         assert tree(nodes.root(host)) == nodes.originals[host], host
