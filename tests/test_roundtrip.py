@@ -99,6 +99,27 @@ def test_a_file_already_the_original_again_leaves_only_the_backup_to_remove(
     assert snapshot(node.root) == original
 
 
+def test_a_configure_stopped_after_the_record_completes_on_the_next_run(tmp_path: Path) -> None:
+    """The record is the journal, written before the config it describes (a kill between the
+    two, the other way round, would lose the record and with it unconfigure: the kill suite
+    shows it). A kill in between leaves the record and the original config; the next configure
+    completes to the same node, and unconfigure gives back every byte."""
+    node = _node(tmp_path, CONTAINERD_DATA / "containerd-2.1.9-default.toml", 2)
+    original = snapshot(node.root)
+    plans = plan_configure_node(node, REQUEST)
+    with locked_all([node.config], node=node.node):
+        written = write(plans, node=node)
+    assert [plan.path.name for plan in written] == ["config.toml", "config.toml.gpuready.json"]
+    reference = snapshot(node.root)
+    for name in ("config.toml", "config.toml.gpuready.bak"):  # the state after such a kill
+        (node.config.parent / name).unlink()
+    node.config.write_bytes(original["etc/containerd/config.toml"])
+    configure(node, "in-place")
+    assert snapshot(node.root) == reference
+    unconfigure(node)
+    assert snapshot(node.root) == original
+
+
 @pytest.mark.containerd
 @pytest.mark.parametrize(("fixture", "major"), CASES)
 def test_drop_in_and_in_place_give_the_same_effective_config(

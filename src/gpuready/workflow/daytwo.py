@@ -78,8 +78,22 @@ def plan_unconfigure_node(node: NodeConfig) -> list[Plan]:
 
 def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
     """Write ``plans`` all or nothing (the record without a backup); the caller holds
-    :func:`gpuready.changeset.locked_all` for their paths."""
-    return apply_all(plans, node=node.node, own=[plan.path for plan in plans if is_record(plan)])
+    :func:`gpuready.changeset.locked_all` for their paths. Returns the plans written, in the
+    order given.
+
+    The record is the journal of what gpuready changed: it is written before the files it
+    describes and removed after them, so a run killed in between (no transaction survives a
+    SIGKILL) leaves a record from which the next ``configure`` or ``unconfigure`` completes.
+    Written last, a kill after the config would lose it, and with it ``unconfigure``.
+    """
+    records = [plan for plan in plans if is_record(plan)]
+    ordered = [
+        *(plan for plan in records if plan.after is not None),
+        *(plan for plan in plans if not is_record(plan)),
+        *(plan for plan in records if plan.after is None),
+    ]
+    written = apply_all(ordered, node=node.node, own=[plan.path for plan in records])
+    return [plan for plan in plans if plan in written]
 
 
 def is_record(plan: Plan) -> bool:
