@@ -258,7 +258,8 @@ def run_cli_with_file_size_limit(root: Path, limit: int):
 def test_a_killed_runs_temporary_files_are_removed_by_the_next_run(tmp_path):
     root = _node(tmp_path)
     stale = [root / "etc/containerd/.config.toml.k1ll3d_x.tmp",
-             root / "etc/containerd/.config.toml.gpuready.bak.abcdefgh.tmp"]
+             root / "etc/containerd/.config.toml.gpuready.bak.abcdefgh.tmp",
+             root / "etc/containerd/.config.toml.gpuready.json.r3c0rd_x.tmp"]  # the record's
     for path in stale:
         path.write_text("half a file")
     foreign = root / "etc/containerd/.config.toml.notours.tmp"

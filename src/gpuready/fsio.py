@@ -254,6 +254,7 @@ def remove_planned(plan: Plan, *, node: Node) -> bool:
     wrote, its record, a backup equal to the restored file), so no backup is kept.
     """
     target = node.writable(plan.path)
+    remove_stale_temporaries(target)
     current = _read_or_none(target)
     if current is None:
         return False
@@ -275,6 +276,7 @@ def apply_own_file(plan: Plan, *, node: Node) -> bool:
     The caller holds :func:`locked`.
     """
     target = node.writable(plan.path)
+    remove_stale_temporaries(target)
     if not plan.changes:
         return False
     with _folder_locked(target.parent, plan.path):
