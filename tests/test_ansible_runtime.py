@@ -159,6 +159,7 @@ def test_absent_in_check_mode_shows_the_removal_and_writes_nothing(nodes):
     for host in HOSTS:
         if host == BROKEN:
             assert results[host]["changed"] is False  # nothing was ever recorded there
+            assert "nothing to remove" in results[host]["summary"]
             continue
         assert results[host]["changed"] is True, results[host]
         after = "".join(d["after"] for d in results[host]["diff"])
@@ -166,8 +167,14 @@ def test_absent_in_check_mode_shows_the_removal_and_writes_nothing(nodes):
 
 
 def test_absent_takes_back_exactly_what_was_added_and_twice_changes_nothing(nodes):
+    record = nodes.config(BROKEN).with_name("config.toml.gpuready.json")
+    record.write_text("{not json\n")  # a record gpuready cannot read fails its host alone
     result = run(nodes, "absent.yml", state="absent")
-    assert not result.failures(), result.failures()
+    assert list(result.failures()) == [f"{TASK}: {BROKEN}"], result.failures()
+    assert result.results(TASK)[BROKEN]["msg"].startswith(
+        f"{record}: unreadable gpuready record: "), result.results(TASK)[BROKEN]["msg"]
+    assert record.read_text() == "{not json\n"
+    record.unlink()
     for host in HOSTS:
         assert result.stats[host]["changed"] == (0 if host == BROKEN else 1), host
         assert tree(nodes.root(host)) == nodes.originals[host], host
@@ -177,3 +184,19 @@ def test_absent_takes_back_exactly_what_was_added_and_twice_changes_nothing(node
         assert again.stats[host]["changed"] == 0, host
         assert "nothing to remove" in again.results(TASK)[host]["summary"]
     assert all(tree(nodes.root(host)) == nodes.originals[host] for host in HOSTS)
+
+
+def test_a_drop_in_path_holding_the_operators_file_fails_that_host_alone(nodes):
+    ours, theirs = "gpu01", "gpu02"
+    operators = nodes.root(ours) / DEFAULT_DROP_IN
+    operators.parent.mkdir(parents=True, exist_ok=True)
+    operators.write_text("# the operator's own drop-in\nversion = 2\n")
+    before = tree(nodes.root(ours))
+    result = run(nodes, "drop-in.yml", "-e", "drop_in=true", "--limit", f"{ours},{theirs}")
+    assert list(result.failures()) == [f"{TASK}: {ours}"], result.failures()
+    assert result.results(TASK)[ours]["msg"].startswith(
+        f"{operators}: exists and was not written by gpuready; nothing written"), result.results(
+        TASK)[ours]["msg"]
+    assert tree(nodes.root(ours)) == before
+    assert result.stats[theirs]["changed"] == 1
+    assert (nodes.root(theirs) / DEFAULT_DROP_IN).read_text().startswith("# Written by gpuready")

@@ -201,3 +201,7 @@ def test_the_default_drop_in_path_is_under_the_root(tmp_path: Path) -> None:
     assert result.code == 0, result.err
     assert (root / "etc/containerd/conf.d/99-nvidia.toml").is_file()
     assert 'imports = ["/etc/containerd/conf.d/99-nvidia.toml"]' in config.read_text()
+    drop_in = (root / "etc/containerd/conf.d/99-nvidia.toml").read_text()
+    # the drop-in is the node's: its comment names the main file as the node sees it
+    assert "# imported by /etc/containerd/config.toml." in drop_in
+    assert str(root) not in drop_in

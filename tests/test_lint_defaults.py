@@ -70,13 +70,13 @@ def test_fix_leaves_clean_defaults_alone(path, tmp_path, capsys):
 
 def test_rules_md_is_generated_from_the_docstrings():
     assert (REPO / "docs" / "rules.md").read_text() == markdown(), (
-        "docs/rules.md is stale: run PYTHONPATH=src python3 scripts/generate_rules_doc.py"
+        "docs/rules.md is stale: run PYTHONPATH=src python3 scripts/generate_docs.py"
     )
 
 
-def test_generate_script_check_mode_agrees():
+def test_generate_docs_check_mode_agrees():
     result = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "generate_rules_doc.py"), "--check"],
+        [sys.executable, str(REPO / "scripts" / "generate_docs.py"), "--check"],
         env={"PYTHONPATH": str(REPO / "src")},
         capture_output=True,
         text=True,

@@ -299,7 +299,7 @@ def test_owners_md_is_generated_from_the_table():
     from tests.helpers import REPO
 
     assert (REPO / "docs" / "owners.md").read_text() == markdown(), (
-        "docs/owners.md is stale: run PYTHONPATH=src python3 scripts/generate_owners_doc.py")
+        "docs/owners.md is stale: run PYTHONPATH=src python3 scripts/generate_docs.py")
 
 
 def test_hostile_template_is_refused_quickly_and_untouched(tmp_path):

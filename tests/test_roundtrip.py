@@ -85,6 +85,20 @@ def test_configure_then_unconfigure_gives_back_every_byte(
     assert unconfigure(node) == [], "a second unconfigure wrote something"
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_a_file_already_the_original_again_leaves_only_the_backup_to_remove(
+    tmp_path: Path, mode: str
+) -> None:
+    """What an unconfigure stopped after restoring the file (or a restore by hand) leaves: the
+    next unconfigure removes the backup and the record, and the node is as it was."""
+    node = _node(tmp_path, CONTAINERD_DATA / "containerd-2.1.9-default.toml", 2)
+    original = snapshot(node.root)
+    configure(node, mode)
+    node.config.write_bytes(original["etc/containerd/config.toml"])
+    assert unconfigure(node)
+    assert snapshot(node.root) == original
+
+
 @pytest.mark.containerd
 @pytest.mark.parametrize(("fixture", "major"), CASES)
 def test_drop_in_and_in_place_give_the_same_effective_config(

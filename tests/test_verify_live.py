@@ -266,6 +266,9 @@ def test_interrupted_probe_removes_its_sandbox(start_containerd, probe_archive, 
         stderr=subprocess.PIPE,
         text=True,
         env=env,
+        # A shell starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT
+        # ignored: give the child the default disposition, as a terminal would.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     wait_for_create(daemon, process)
     process.send_signal(getattr(signal, signal_name))

@@ -126,3 +126,17 @@ def test_enable_cri_with_a_drop_in_edits_the_main_file_not_the_drop_in(tmp_path:
     assert run_cli("unconfigure", "--root", str(tmp_path)).code == 0
     assert not drop_in.exists()
     assert config.read_text() == original  # as after configure in place: the file, byte for byte
+
+
+def test_beside_docker_the_error_also_points_at_docker(tmp_path: Path) -> None:
+    """Docker's containerd.io disables the CRI because containerd is there for Docker: a user
+    on such a machine may want Docker's runtime; without Docker the hint is not given."""
+    _docker_node(tmp_path)
+    alone = run_cli("configure", "--root", str(tmp_path), "--dry-run")
+    assert alone.code == 1 and "--engine docker" not in alone.err
+    (tmp_path / "etc" / "docker").mkdir()
+    (tmp_path / "etc" / "docker" / "daemon.json").write_text("{}\n")
+    beside = run_cli("configure", "--root", str(tmp_path), "--dry-run")
+    assert beside.code == 1
+    assert beside.err.count("\n") == 1
+    assert "this machine also has Docker" in beside.err and "--engine docker" in beside.err

@@ -1,9 +1,12 @@
 """Several planned files written as one change: all of them, or none.
 
-``configure --drop-in`` writes a drop-in and the main file's ``imports``; ``unconfigure`` removes
-files and restores others. Each file goes through the one safe writer (:mod:`gpuready.fsio`); if
-one of them cannot be written, the files already written are put back as they were, so the node
-never keeps half a change.
+``setup`` writes the config, the CDI spec and the contract's files; ``configure --drop-in``
+writes a drop-in and the main file's ``imports``; ``unconfigure`` removes files and restores
+others. Each file goes through the one safe writer (:mod:`gpuready.fsio`); if one of them cannot
+be written (a full disk), the files already written are put back as they were and the backups
+and folders the change created are removed, so the node never keeps half a change. A SIGKILL
+cannot be undone this way; each file is then old or new, never a mix, and the next run completes
+the work.
 """
 
 from __future__ import annotations
@@ -22,15 +25,17 @@ def apply_all(plans: Sequence[Plan], *, node: Node, own: Iterable[Path] = ()) ->
 
     The caller holds :func:`locked_all` for every path. A plan whose ``after`` is None removes
     its file; the files in ``own`` (gpuready's record) are written without a backup. On any
-    failure the plans already written are undone (:func:`put_back`) before the
-    error goes on.
+    failure the plans already written are undone (:func:`put_back`), and the folders this call
+    created removed, before the error goes on.
     """
     written: list[Plan] = []
     own = set(own)
     fresh = new_backups([plan for plan in plans if plan.path not in own], node=node)
+    folders = new_folders(plans, node=node)
     try:
         for plan in plans:
             if not plan.changes:
+                fsio.apply_plan(plan, node=node)  # writes nothing; removes stale temporaries
                 continue
             if plan.after is None:
                 done = fsio.remove_planned(plan, node=node)
@@ -42,8 +47,26 @@ def apply_all(plans: Sequence[Plan], *, node: Node, own: Iterable[Path] = ()) ->
                 written.append(plan)
     except BaseException:
         put_back(written, node=node, backups=fresh)
+        for folder in reversed(folders):  # the deepest first; one still in use stays
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     return written
+
+
+def new_folders(plans: Sequence[Plan], *, node: Node) -> list[Path]:
+    """The folders, from the top down, that writing ``plans`` would create."""
+    missing: list[Path] = []
+    for plan in plans:
+        if not plan.changes or plan.after is None:
+            continue
+        folder = node.writable(plan.path).parent
+        chain = []
+        while not folder.exists() and folder.parent != folder:
+            chain.append(folder)
+            folder = folder.parent
+        missing.extend(folder for folder in reversed(chain) if folder not in missing)
+    return missing
 
 
 def new_backups(plans: Sequence[Plan], *, node: Node) -> list[Path]:
@@ -92,3 +115,9 @@ def _nearest_folder(folder: Path) -> Path:
     while not folder.is_dir() and folder.parent != folder:
         folder = folder.parent
     return folder
+
+
+def write_all(plans: Sequence[Plan], *, node: Node) -> list[Plan]:
+    """Take the lock of every file in ``plans``, then write them all or none (:func:`apply_all`)."""
+    with locked_all([plan.path for plan in plans], node=node):
+        return apply_all(plans, node=node)

@@ -19,8 +19,7 @@ import fcntl
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 from gpuready.errors import WriteError
@@ -285,68 +284,3 @@ def apply_own_file(plan: Plan, *, node: Node) -> bool:
                                         "planning; nothing written, run again")
         write_atomic(target, plan.after.encode("utf-8"))
     return True
-
-
-def apply_plans(plans: Sequence[Plan], *, node: Node) -> list[Plan]:
-    """Write several plans as one transaction: all of them, or (on any failure) none.
-
-    Each file is written as :func:`apply_plan` writes it, under its own lock. When one fails,
-    every file already written gets its previous bytes back (a file that did not exist is
-    removed, with the backup and the folders this call created), and the error is raised. A
-    SIGKILL cannot be undone this way; each file is then old or new, never a mix, and the next
-    run completes the work.
-    """
-    started: list[_Undo] = []
-    try:
-        for plan in plans:
-            if not plan.changes:
-                with locked(plan.path, node=node):
-                    apply_plan(plan, node=node)  # writes nothing; removes stale temporaries
-                continue
-            target = node.writable(plan.path)
-            undo = _Undo(target, plan.before, _missing_folders(target.parent),
-                         had_backup=backup_path(target).exists())
-            started.append(undo)
-            with locked(plan.path, node=node):
-                apply_plan(plan, node=node)
-            undo.written = True
-    except BaseException:
-        for undo in reversed(started):
-            undo.restore()
-        raise
-    return [plan for plan in plans if plan.changes]
-
-
-@dataclass
-class _Undo:
-    """What it takes to put one file back as it was before a transaction wrote it."""
-
-    target: Path
-    before: str | None
-    created_folders: list[Path]
-    had_backup: bool
-    written: bool = False
-
-    def restore(self) -> None:
-        """Previous bytes back (a failed write left them as they were), new backup and folders
-        removed."""
-        with contextlib.suppress(OSError, WriteError):
-            if self.written and self.before is None:
-                self.target.unlink()
-            elif self.written:
-                write_atomic(self.target, self.before.encode("utf-8"))
-        if not self.had_backup:
-            with contextlib.suppress(OSError):
-                backup_path(self.target).unlink(missing_ok=True)
-        for folder in reversed(self.created_folders):  # the deepest first
-            with contextlib.suppress(OSError):
-                folder.rmdir()
-
-
-def _missing_folders(folder: Path) -> list[Path]:
-    """The folders from the top down that do not exist yet and a write would create."""
-    missing = []
-    while not folder.exists() and folder.parent != folder:
-        missing.append(folder)
-        folder = folder.parent
-    return list(reversed(missing))

@@ -74,7 +74,8 @@ def plan_drop_in(
             "--drop-in PATH, or register in the file itself with --config)",
         )
     effective = load_effective(main.path, root=root, major=major, exclude=target.path)
-    base = load_config_text(drop_in_base(effective, main.path, major=major), target.path)
+    shown_main = _node_path(main.path, root=root)
+    base = load_config_text(drop_in_base(effective, shown_main, major=major), target.path)
     # disabled_plugins is the main file's: --enable-cri edits it there, never in the drop-in
     planned = plan_configure(base, replace(request, enable_cri=False), context=effective.data)
     text = planned.after.rstrip("\n") + "\n"  # the table's trailing blank line: none at the end
@@ -91,7 +92,16 @@ def plan_drop_in(
     return [drop, chain(main, parts)]
 
 
-def drop_in_base(effective: EffectiveConfig, main: Path, *, major: int) -> str:
+def _node_path(path: Path, *, root: Path) -> PurePosixPath | Path:
+    """``path`` as the node names it (the file's comment must hold on the node, not on the
+    machine that wrote a copy of its files); a path outside the root as it is."""
+    node = Node(root)
+    if node.is_host or not node.contains(path):
+        return path
+    return PurePosixPath("/") / Path(os.path.abspath(path)).relative_to(node.root)
+
+
+def drop_in_base(effective: EffectiveConfig, main: PurePosixPath | Path, *, major: int) -> str:
     """The drop-in before the runtime goes in: the marker, a word on what it is, ``version``,
     and on 1.x the copy of the effective CRI table."""
     spec = effective.spec

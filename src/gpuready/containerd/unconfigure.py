@@ -58,16 +58,25 @@ def plan_file(
     current = node.read_text_or_none(path, kind=FileKind.CONFIG)
     if current is None:
         return [Plan(path, None, None, "already removed")]
+    backup = backup_path(path)
     if sha256(current) == entry.get("written"):
         if entry.get("original") is None:
             return [Plan(path, current, None, "remove the drop-in gpuready wrote")]
-        backup = backup_path(path)
         original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
         if sha256(original) == entry.get("original"):
             return [
                 Plan(path, current, original, "restore the original, byte for byte"),
                 Plan(backup, original, None, "remove the backup (the file is the original again)"),
             ]
+    if entry.get("original") is not None and sha256(current) == entry["original"]:
+        # already the original (restored by a run that stopped before it removed the backup, or
+        # by hand): only the backup is left to go
+        plans = [Plan(path, current, current, "already the original")]
+        original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+        if original == current:
+            plans.append(Plan(backup, original, None,
+                              "remove the backup (the file is the original again)"))
+        return plans
     after = remove_settings(path, current, settings)
     summary = "remove what gpuready added (the file was edited since)" if after != current else (
         "nothing of gpuready's left in it")

@@ -55,6 +55,14 @@ class CheckResult:
         return data
 
 
+def live_verdict(checks: list[CheckResult], probe: Any | None) -> bool:
+    """A live verification passes when no check failed and the probe, when one ran (it has
+    ``ok`` and ``removed``), came up and was cleaned up."""
+    if any(check.outcome is Outcome.FAILED for check in checks):
+        return False
+    return probe is None or (probe.ok and probe.removed)
+
+
 # The runc fields verify --live and the probe compare.
 COMPARED_FIELDS = ("BinaryName", "SystemdCgroup")
 

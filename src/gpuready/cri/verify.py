@@ -17,7 +17,13 @@ from gpuready.containerd.document import ConfigFile, load_config
 from gpuready.containerd.versions import parse_release, spec_of
 from gpuready.cri import live as live_checks
 from gpuready.cri.client import CriClient, RuntimeVersion, socket_path
-from gpuready.cri.live import CheckResult, Comparison, LiveConfig, LiveRuntime, Outcome
+from gpuready.cri.live import (
+    CheckResult,
+    Comparison,
+    LiveConfig,
+    LiveRuntime,
+    live_verdict,
+)
 from gpuready.cri.probe import ProbeResult, RuntimeIntent, run_probe
 from gpuready.cri.process import ServingProcess, serving_process
 from gpuready.errors import UsageError, VerificationError
@@ -69,9 +75,7 @@ class LiveReport:
     @property
     def ok(self) -> bool:
         """No check failed, and the probe (when run) came up and was cleaned up."""
-        if any(check.outcome is Outcome.FAILED for check in self.checks):
-            return False
-        return self.probe is None or (self.probe.ok and self.probe.removed)
+        return live_verdict(self.checks, self.probe)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form; ``status`` is ``ok`` or ``failed``."""

@@ -42,6 +42,19 @@ def detect(root: Path) -> Detection:
     containerd wins whenever it shows (it is also what Docker runs on, and gpuready's default);
     Docker or CRI-O is chosen only when it is the only engine found. Nothing found: containerd.
     """
+    found = engines_found(root)
+    if "containerd" in found or not found:
+        return Detection("containerd", tuple(found.get("containerd", ())))
+    if len(found) > 1:
+        raise UsageError(f"both Docker and CRI-O are on this node ({'; '.join(found['docker'])}; "
+                         f"{'; '.join(found['crio'])}): choose one with --engine")
+    name, evidence = next(iter(found.items()))
+    return Detection(name, tuple(evidence))
+
+
+def engines_found(root: Path) -> dict[str, list[str]]:
+    """``{engine: [what on the node shows it]}`` for each engine whose config, socket or daemon
+    is on the node under ``root``."""
     from gpuready.node import Node
 
     node = Node(root)
@@ -52,13 +65,7 @@ def detect(root: Path) -> Detection:
             path = node.path(mark)
             if node.exists(path):
                 found.setdefault(name, []).append(str(path))
-    if "containerd" in found or not found:
-        return Detection("containerd", tuple(found.get("containerd", ())))
-    if len(found) > 1:
-        raise UsageError(f"both Docker and CRI-O are on this node ({'; '.join(found['docker'])}; "
-                         f"{'; '.join(found['crio'])}): choose one with --engine")
-    name, evidence = next(iter(found.items()))
-    return Detection(name, tuple(evidence))
+    return found
 
 
 def chosen(name: str | None, root: Path | str):

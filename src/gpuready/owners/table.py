@@ -349,7 +349,7 @@ def markdown() -> str:
     lines = [
         "# Who owns containerd: the owner table",
         "",
-        "Generated from `src/gpuready/owners/table.py` by `scripts/generate_owners_doc.py`; do "
+        "Generated from `src/gpuready/owners/table.py` by `scripts/generate_docs.py`; do "
         "not edit by hand. A source marked *not verified* is a fact gpuready uses that could not "
         "be confirmed upstream.",
         "",

@@ -16,7 +16,7 @@ SCOPE_WORDS = {
 HEADER = """\
 # gpuready rules
 
-<!-- Generated from the rule docstrings by scripts/generate_rules_doc.py
+<!-- Generated from the rule docstrings by scripts/generate_docs.py
      (gpuready rules --markdown). Do not edit by hand. -->
 
 Every rule of `gpuready lint` and `gpuready doctor`. Select or skip rules with

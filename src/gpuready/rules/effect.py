@@ -25,7 +25,8 @@ ENABLE_CRI_HINT = "run again with --enable-cri to do it, then restart containerd
 def without_effect(path: Path, text: str, *, node: Node, runtime_name: str) -> list[str]:
     """One line per reason containerd will not load the runtime written to ``path``."""
     options = Options(runtime_name=runtime_name, root=node.root)
-    reasons = [_line(problem, ENABLE_CRI_HINT) for problem in _cri_disabled(path, text, options)]
+    reasons = [_line(problem, _enable_cri_hint(node)) for problem in _cri_disabled(path, text,
+                                                                                  options)]
     unread = _not_read(path, node=node, options=options)
     if unread:
         reasons.append(unread)
@@ -37,6 +38,17 @@ def _cri_disabled(path: Path, text: str, options: Options) -> list[Problem]:
 
     file = FileContext(path, text, options=options)
     return lint_file(file, selected=frozenset({"cri-disabled"}))
+
+
+def _enable_cri_hint(node: Node) -> str:
+    """How to go on; on a machine that also has Docker, the CRI is off because containerd is
+    there for Docker: the runtime the user wants may be Docker's."""
+    from gpuready.engines import engines_found
+
+    if "docker" not in engines_found(node.root):
+        return ENABLE_CRI_HINT
+    return (f"{ENABLE_CRI_HINT}; this machine also has Docker: for GPU containers under Docker, "
+            "configure it instead with --engine docker")
 
 
 def _line(problem: Problem, hint: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from gpuready import fsio
+from gpuready.changeset import write_all
 from gpuready.engines.docker import config as daemon_json
 from gpuready.engines.docker.engine import chain
 from gpuready.engines.docker.facts import DAEMON_JSON
@@ -86,7 +86,7 @@ def run_docker_setup(options: SetupOptions) -> SetupResult:
                              written_outcome(plan, dry_run=options.dry_run)))
     result.checks = docker_checks(files, name, staging.read)
     if not options.dry_run:
-        fsio.apply_plans(result.plans, node=options.node)
+        write_all(result.plans, node=options.node)
         result.checks = docker_checks(files, name, files.read)
     return result
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from gpuready import fsio
+from gpuready.changeset import write_all
 from gpuready.containerd import facts
 from gpuready.containerd.base import choose_base
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
@@ -77,14 +77,14 @@ def run_setup(options: SetupOptions) -> SetupResult:
 
     Every step is first planned in memory (each parsing what the step before would write), so
     bad input stops the run before anything is written. A real run then writes every planned
-    file as one transaction (:func:`gpuready.fsio.apply_plans`: on a failure, such as a full
+    file as one transaction (:func:`gpuready.changeset.write_all`: on a failure, such as a full
     disk, the files already written get their previous bytes back) and checks the contract on
     the files as they are on disk.
     """
     result = _run_steps(options)
     if options.dry_run:
         return result
-    fsio.apply_plans(result.plans, node=options.node)
+    write_all(result.plans, node=options.node)
     files, read = NodeFiles.on(options.node, options.toolkit_dir), None
     if options.detection is not None:
         from gpuready.owners.effective import contract_view

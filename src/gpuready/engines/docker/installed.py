@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import functools
 import re
-import shutil
-import subprocess
 
 from gpuready.engines.docker.facts import DAEMON_BINARY
+from gpuready.programs import version_output
 
 VERSION_TIMEOUT_S = 5.0
 _RELEASE = re.compile(r"version (\d+)\.(\d+)")
@@ -22,13 +21,5 @@ def parse_release(text: str) -> tuple[int, int] | None:
 @functools.cache
 def installed_release() -> tuple[int, int] | None:
     """``(major, minor)`` of the dockerd on PATH, or None when there is none."""
-    binary = shutil.which(DAEMON_BINARY) or shutil.which(f"/usr/sbin/{DAEMON_BINARY}")
-    if binary is None:
-        return None
-    try:
-        result = subprocess.run(
-            [binary, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT_S
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return parse_release(result.stdout) if result.returncode == 0 else None
+    output = version_output(DAEMON_BINARY, f"/usr/sbin/{DAEMON_BINARY}", timeout=VERSION_TIMEOUT_S)
+    return parse_release(output) if output is not None else None

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpuready.cri.live import CheckResult, Outcome
+from gpuready.cri.live import CheckResult, Outcome, live_verdict
 from gpuready.engines.docker.api import DockerApi, DockerApiError, socket_of
 from gpuready.engines.docker.config import DaemonConfig
 from gpuready.engines.docker.facts import supports_cdi
@@ -92,9 +92,7 @@ class DockerReport:
     @property
     def ok(self) -> bool:
         """No check failed, and the probe (when run) ran and was removed."""
-        if any(check.outcome is Outcome.FAILED for check in self.checks):
-            return False
-        return self.probe is None or (self.probe.ok and self.probe.removed)
+        return live_verdict(self.checks, self.probe)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form; ``status`` is ``ok`` or ``failed``."""

@@ -90,7 +90,8 @@ class ActionModule(ActionBase):
                                   options=options, dry_run=self._task.check_mode,
                                   host=AnsibleHost(runtime))
         change = Change(outcome.plans, node.config)
-        written = [plan for plan in outcome.plans if plan.changes] if outcome.written else []
+        kept = outcome.written and not outcome.rolled_back  # rolled back: every file as it was
+        written = [plan for plan in outcome.plans if plan.changes] if kept else []
         result = self._outcome(runtime, change, written)
         steps = [dict(name=step.name, ok=step.ok, detail=runtime.mirror.shown(step.detail))
                  for step in outcome.steps]

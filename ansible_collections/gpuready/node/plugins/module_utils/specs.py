@@ -42,6 +42,6 @@ GPUREADY_SETUP_SPEC = dict(
 CRI_CALL_SPEC = dict(
     socket=dict(type="str", default="/run/containerd/containerd.sock"),
     method=dict(type="str", required=True),
-    message=dict(type="str", default=""),
+    request=dict(type="str", default=""),
     timeout=dict(type="float", default=10),
 )

@@ -36,7 +36,7 @@ description:
     own message (file, line and column), and nothing is written.
 version_added: 0.1.0
 author:
-  - gpuready contributors
+  - gpuready maintainers (@gpuready)
 requirements:
   - gpuready on the controller (not on the node)
 options:

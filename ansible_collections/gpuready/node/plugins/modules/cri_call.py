@@ -26,7 +26,7 @@ description:
     The messages are encoded and decoded on the controller with the CRI's generated classes.
 version_added: 0.1.0
 author:
-  - gpuready contributors
+  - gpuready maintainers (@gpuready)
 options:
   socket:
     description:
@@ -38,7 +38,7 @@ options:
       - The gRPC method's path, such as C(/runtime.v1.RuntimeService/Version).
     type: str
     required: true
-  message:
+  request:
     description:
       - The request message, protocol-buffer encoded, then base64 encoded.
     type: str
@@ -56,8 +56,8 @@ attributes:
     support: none
     description: Nothing changes, so there is nothing to show.
 notes:
-  - A call the runtime answers with a gRPC error (no message, only a status) fails the task with
-    the status the runtime gave when it can be read, else with a word saying so.
+  - A call the runtime answers with a gRPC error (no message, only a status) fails the task saying
+    so; the status itself is not decoded.
 seealso:
   - module: gpuready.node.containerd_runtime
 """
@@ -70,7 +70,7 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
-message:
+answer:
   description: The answer message, protocol-buffer encoded, then base64 encoded.
   returned: success
   type: str
@@ -89,9 +89,20 @@ from ansible_collections.gpuready.node.plugins.module_utils.specs import (  # no
 )
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = (
-    0x0, 0x1, 0x3, 0x4, 0x6, 0x7, 0x8, 0x9)
-END_STREAM, ACK, END_HEADERS, PADDED = 0x1, 0x1, 0x4, 0x8
+# Frame types (RFC 9113, 6)
+DATA = 0x0
+HEADERS = 0x1
+RST_STREAM = 0x3
+SETTINGS = 0x4
+PING = 0x6
+GOAWAY = 0x7
+WINDOW_UPDATE = 0x8
+CONTINUATION = 0x9
+# Frame flags
+END_STREAM = 0x1
+ACK = 0x1
+END_HEADERS = 0x4
+PADDED = 0x8
 STREAM = 1
 LARGEST_WINDOW = 2 ** 31 - 1
 DEFAULT_WINDOW = 65535
@@ -244,9 +255,9 @@ def main():
     module = AnsibleModule(argument_spec=CRI_CALL_SPEC, supports_check_mode=True)
     path = socket_path(module.params["socket"])
     try:
-        request = base64.b64decode(module.params["message"], validate=True)
+        request = base64.b64decode(module.params["request"], validate=True)
     except (TypeError, ValueError):
-        module.fail_json(msg="message: not base64")
+        module.fail_json(msg="request: not base64")
     try:
         found = call(path, module.params["method"], request, module.params["timeout"])
     except (OSError, EOFError) as error:
@@ -254,7 +265,7 @@ def main():
     if found is None:
         module.fail_json(msg=f"{path}: {module.params['method']} answered with a gRPC error",
                          unreachable_socket=False)
-    module.exit_json(changed=False, message=base64.b64encode(found).decode("ascii"))
+    module.exit_json(changed=False, answer=base64.b64encode(found).decode("ascii"))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ description:
     node cannot hand over (too large, not a regular file) fails the host with gpuready's message.
 version_added: 0.1.0
 author:
-  - gpuready contributors
+  - gpuready maintainers (@gpuready)
 requirements:
   - gpuready on the controller (not on the node)
 options:

@@ -26,7 +26,7 @@ description:
   - A failed contract check fails the host with what was found.
 version_added: 0.1.0
 author:
-  - gpuready contributors
+  - gpuready maintainers (@gpuready)
 requirements:
   - gpuready on the controller (not on the node)
 options:

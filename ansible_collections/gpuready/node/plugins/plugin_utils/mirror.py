@@ -224,8 +224,10 @@ class Mirror:
 
     def _expand(self, entry: str, *, importer: str) -> list[str]:
         # containerd resolves a relative import against the importing file's folder.
-        path = entry if entry.startswith("/") else posixpath.join(posixpath.dirname(importer),
-                                                                   entry)
+        if entry.startswith("/"):
+            path = entry
+        else:
+            path = posixpath.join(posixpath.dirname(importer), entry)
         folder, name = posixpath.split(posixpath.normpath(path))
         if not any(char in name for char in "*?["):
             return [path]

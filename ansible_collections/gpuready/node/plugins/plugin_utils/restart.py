@@ -100,7 +100,7 @@ class AnsibleHost:
 
     def shell(self, command: str, *, timeout: float) -> tuple[int, str] | None:
         """The restart command through the node's shell under coreutils' ``timeout``."""
-        code, _, err = self.node.run(["timeout", f"{timeout:g}", "sh", "-c", command])
+        code, _output, err = self.node.run(["timeout", f"{timeout:g}", "sh", "-c", command])
         return None if code == 124 else (code, err)
 
     def connect(self, address: str, *, timeout: float):
@@ -153,7 +153,7 @@ class _Call:
         try:
             result = self._node.module_named(
                 CRI_CALL, socket=str(socket_path(self._address)), method=self._path,
-                message=base64.b64encode(request.SerializeToString()).decode("ascii"),
+                request=base64.b64encode(request.SerializeToString()).decode("ascii"),
                 timeout=timeout,
             )
         except InputError as error:
@@ -163,7 +163,7 @@ class _Call:
                 raise CriCallError(self._method, "UNKNOWN", str(result.get("msg")))
             raise RuntimeUnreachableError(str(result.get("msg")))
         answer_type = getattr(api, f"{self._method}Response")
-        return answer_type.FromString(base64.b64decode(result["message"]))
+        return answer_type.FromString(base64.b64decode(result["answer"]))
 
     def future(self, request, *, timeout: float) -> _Answered:
         """The call made now; its answer (or error) kept for ``result``."""

@@ -57,7 +57,8 @@ class RuntimeChange:
     # -- reading ------------------------------------------------------------------------------
 
     def take_record(self) -> dict | None:
-        """Copy gpuready's record of the config, its file names mapped into the copy."""
+        """Copy gpuready's record of the config, its file names mapped into the copy; None when
+        there is none, or when it cannot be read (gpuready's loader then says why, naming it)."""
         path = str(record_path(Path(self.config_node)))
         text = self.mirror.take(path)
         if text is None:
@@ -65,7 +66,7 @@ class RuntimeChange:
         try:
             record = json.loads(text)
         except ValueError:
-            return None  # gpuready's loader reports it, naming the file
+            return None
         if not isinstance(record, dict):
             return None
         mapped = self._record_paths(record, self.to_local)
@@ -74,6 +75,10 @@ class RuntimeChange:
 
         local.write_text(render_record(mapped), encoding="utf-8")
         return mapped
+
+    def has_record(self) -> bool:
+        """True when the node has a record of the config (readable or not)."""
+        return self.mirror.take(str(record_path(Path(self.config_node)))) is not None
 
     def _record_paths(self, record: dict, convert) -> dict:
         mapped = dict(record)
@@ -161,10 +166,9 @@ class RuntimeChange:
         from gpuready.workflow.daytwo import plan_unconfigure_node
 
         record = self.take_record()
-        if record is None:
-            self.mirror.take(self.config_node)  # a missing record file: nothing to do
-            return Change([], self.config)
-        files = record.get("files") if isinstance(record.get("files"), dict) else {}
+        if record is None and not self.has_record():
+            return Change([], self.config)  # nothing recorded: nothing to take back
+        files = record.get("files") if record and isinstance(record.get("files"), dict) else {}
         node_paths = []
         for local in files:
             path = "/" + Path(local).relative_to(self.mirror.local).as_posix()

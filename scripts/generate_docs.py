@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Write the generated documents: docs/rules.md (from the rule docstrings, the same text as
+``gpuready rules --markdown``) and docs/owners.md (from the owner table and its sources).
+
+Usage: PYTHONPATH=src python3 scripts/generate_docs.py [--check]
+With --check, write nothing and exit 1 when a document differs from what its source generates.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def generators() -> dict[Path, Callable[[], str]]:
+    """Each generated document and the function that renders it."""
+    from gpuready.owners.table import markdown as owners_markdown
+    from gpuready.rules.docs import markdown as rules_markdown
+
+    return {DOCS / "rules.md": rules_markdown, DOCS / "owners.md": owners_markdown}
+
+
+def main(argv: list[str]) -> int:
+    """Generate (or, with --check, compare) every document."""
+    stale = []
+    for target, render in generators().items():
+        text = render()
+        current = target.read_text(encoding="utf-8") if target.exists() else ""
+        if current == text:
+            continue
+        if "--check" in argv:
+            stale.append(target)
+            continue
+        target.write_text(text, encoding="utf-8")
+        print(f"wrote {target}")
+    for target in stale:
+        print(f"{target} is stale: run scripts/generate_docs.py", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
