@@ -184,3 +184,19 @@ def test_absent_takes_back_exactly_what_was_added_and_twice_changes_nothing(node
         assert again.stats[host]["changed"] == 0, host
         assert "nothing to remove" in again.results(TASK)[host]["summary"]
     assert all(tree(nodes.root(host)) == nodes.originals[host] for host in HOSTS)
+
+
+def test_a_drop_in_path_holding_the_operators_file_fails_that_host_alone(nodes):
+    ours, theirs = "gpu01", "gpu02"
+    operators = nodes.root(ours) / DEFAULT_DROP_IN
+    operators.parent.mkdir(parents=True, exist_ok=True)
+    operators.write_text("# the operator's own drop-in\nversion = 2\n")
+    before = tree(nodes.root(ours))
+    result = run(nodes, "drop-in.yml", "-e", "drop_in=true", "--limit", f"{ours},{theirs}")
+    assert list(result.failures()) == [f"{TASK}: {ours}"], result.failures()
+    assert result.results(TASK)[ours]["msg"].startswith(
+        f"{operators}: exists and was not written by gpuready; nothing written"), result.results(
+        TASK)[ours]["msg"]
+    assert tree(nodes.root(ours)) == before
+    assert result.stats[theirs]["changed"] == 1
+    assert (nodes.root(theirs) / DEFAULT_DROP_IN).read_text().startswith("# Written by gpuready")

@@ -171,3 +171,11 @@ def test_a_missing_folder_hides_everything_below_it_but_dot_dot_climbs_out(tmp_p
             assert node.resolve(tmp_path / "etc/up") == tmp_path / "etc" / "x.toml"
             assert node.is_file(tmp_path / "etc/up")
             assert not node.lexists(tmp_path / "etc/gone/deeper/x.toml")
+
+
+@pytest.mark.parametrize("node_path", ["/etc/containerd/config.toml", "/", "/../x", "//a/./b/",
+                                       "relative/x"])
+def test_path_text_is_the_host_path_as_text(tmp_path: Path, node_path: str) -> None:
+    node = Node(tmp_path)
+    assert node.path_text(node_path) == str(node.path(node_path))
+    assert Node("/").path_text(node_path) == str(Node("/").path(node_path))

@@ -122,6 +122,15 @@ class Node:
                 self._paths[text] = found
         return found
 
+    def path_text(self, node_path: PurePosixPath | str) -> str:
+        """:meth:`path` of an absolute node path as a string: for the many lookups of fixed
+        paths (owner markers) that need no :class:`~pathlib.Path`."""
+        text = os.fspath(node_path)
+        if not text.startswith("/"):
+            return text  # the user's own relative path, as :meth:`path` returns it
+        below = _below_root(text)
+        return self._prefix + below if below else self._root
+
     def check_root(self) -> None:
         """Refuse a root that exists but is not a folder (a file given as ``--root``)."""
         if self.root.exists() and not self.root.is_dir():
@@ -140,7 +149,11 @@ class Node:
         Missing parts are kept as named (the file may be about to be created). A host path
         outside the root is resolved as the operating system would (it is the user's own).
         """
-        return Path(self._resolve(os.path.abspath(host_path))[0])
+        return Path(self._real(host_path))
+
+    def _real(self, host_path: Path | str) -> str:
+        """:meth:`resolve` as a string, for the calls gpuready makes with it."""
+        return self._resolve(os.path.abspath(host_path))[0]
 
     def writable(self, host_path: Path | str) -> Path:
         """The resolved path to write ``host_path`` at (links followed inside the root).
@@ -277,11 +290,11 @@ class Node:
 
     def is_executable(self, host_path: Path | str) -> bool:
         """True for a regular file with an execute bit gpuready's user may use."""
-        return self.is_file(host_path) and os.access(self.resolve(host_path), os.X_OK)
+        return self.is_file(host_path) and os.access(self._real(host_path), os.X_OK)
 
     def listdir(self, host_path: Path | str) -> list[str]:
         """The names in a folder, sorted; raises ``OSError`` as ``os.listdir`` does."""
-        return sorted(os.listdir(self.resolve(host_path)))
+        return sorted(os.listdir(self._real(host_path)))
 
     def readlink_name(self, host_path: Path | str) -> str | None:
         """The last part of a link's target (the link is read, not followed); None if no link."""
@@ -324,7 +337,7 @@ class Node:
         after opening (``O_NOFOLLOW``, ``O_NONBLOCK``: a file swapped for a link or a FIFO meanwhile
         neither escapes nor blocks), and at most limit + 1 bytes are ever read.
         """
-        real = self.resolve(host_path)
+        real = self._real(host_path)
         try:
             before = os.lstat(real)
         except FileNotFoundError:

@@ -75,6 +75,45 @@ def nesting_error(text: str, path: Path | str) -> InputError | None:
     return None
 
 
+def loads_bounded(text: str, path: Path | str) -> dict[str, Any]:
+    """``tomllib.loads`` that refuses what :func:`nesting_error` refuses, with the same error.
+
+    Raises :class:`InputError` for nesting deeper than :data:`MAX_TOML_DEPTH` and
+    ``tomllib.TOMLDecodeError`` for other syntax errors. The text is scanned only when it does
+    not parse or when the data nests deeper than the limit: every array and inline table of a
+    parsed text is a list or dict in its data, nested at least as deep as its brackets (a table
+    header's brackets nest two deep at most), so shallow data proves the brackets shallow.
+    """
+    try:
+        data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, RecursionError) as error:
+        too_deep = nesting_error(text, path)
+        if too_deep is not None:
+            raise too_deep from None
+        if isinstance(error, RecursionError):  # deep beyond the scan's notion: still refused
+            raise InputError(path, f"invalid TOML: nested deeper than {MAX_TOML_DEPTH} "
+                             "levels; refused") from None
+        raise
+    if _deeper_than(data, MAX_TOML_DEPTH):
+        too_deep = nesting_error(text, path)
+        if too_deep is not None:
+            raise too_deep
+    return data
+
+
+def _deeper_than(data: dict[str, Any], limit: int) -> bool:
+    """True when lists and dicts nest more than ``limit`` levels below the document."""
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in value.values() if isinstance(value, dict) else value:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+    return False
+
+
 def _too_deep(text: str, start: int, path: Path | str) -> InputError:
     line = text.count("\n", 0, start) + 1
     column = start - (text.rfind("\n", 0, start) + 1) + 1

@@ -177,6 +177,11 @@ class UnknownKey:
     suggestion: str | None
 
 
+# Values that are never a table (what tomllib gives besides dicts and lists), checked before the
+# slower abstract Mapping test.
+_SCALARS = frozenset({str, int, float, bool, list})
+
+
 def unknown_keys(data: Mapping[str, Any], version: int) -> list[UnknownKey]:
     """The keys of ``data`` that the line reading config ``version`` ignores, outermost only.
 
@@ -200,22 +205,27 @@ def unknown_keys(data: Mapping[str, Any], version: int) -> list[UnknownKey]:
         if OPEN in node:
             return  # an open table: other rules check its keys
         depth = len(prefix)
+        wildcard = node.get(ANY)
         for key, value in table.items():
-            path = (*prefix, key)
-            below = tuple(n for n in notes if n.path[depth] in (ANY, key))
-            note = next((n for n in below if len(n.path) == depth + 1), None)
-            child = node.get(key, node.get(ANY))
-            if note is not None:
-                found.append(UnknownKey(path, note, None))
-                continue
+            below: tuple[Note, ...] = ()
+            if notes:
+                below = tuple(n for n in notes if n.path[depth] in (ANY, key))
+                note = next((n for n in below if len(n.path) == depth + 1), None)
+                if note is not None:
+                    found.append(UnknownKey((*prefix, key), note, None))
+                    continue
+            child = node.get(key, wildcard)
             if child is None:
+                path = (*prefix, key)
                 suggestion = did_you_mean(key, schema.siblings(path))
                 if prefix == ("plugins",) and (key in CRI_PLUGIN_IDS or not suggestion):
                     continue
                 found.append(UnknownKey(path, None, suggestion))
                 continue
-            if isinstance(value, Mapping):
-                walk(value, path, child, tuple(n for n in below if len(n.path) > depth + 1))
+            if isinstance(value, dict) or (type(value) not in _SCALARS
+                                           and isinstance(value, Mapping)):
+                walk(value, (*prefix, key), child,
+                     tuple(n for n in below if len(n.path) > depth + 1))
 
     walk(data, (), schema.trie, schema.notes)
     return found

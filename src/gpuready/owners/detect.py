@@ -65,7 +65,7 @@ class Detection:
 
 def marker_found(node: Node, marker: Marker) -> bool:
     """True when the marker's file is on the node (and holds its text, when it names one)."""
-    path = node.path(marker.path)
+    path = node.path_text(marker.path)
     if marker.contains is None:
         return node.lexists(path)
     if not node.is_file(path):

@@ -15,7 +15,7 @@ from typing import Any
 
 from gpuready import sametext
 from gpuready.containerd import facts
-from gpuready.containerd.document import nesting_error, toml_error
+from gpuready.containerd.document import loads_bounded, toml_error
 from gpuready.containerd.semantics import Semantics
 from gpuready.containerd.versions import VERSIONS, ConfigVersion, KeyPath, render_key_path
 from gpuready.errors import InputError
@@ -83,12 +83,12 @@ class FileContext:
         self.data: dict[str, Any] | None = self.parsed.data
 
     def _parse(self) -> ParsedText:
-        self.syntax_error = nesting_error(self.text, self.display)
-        if self.syntax_error is not None:
-            return ParsedText(self.text, None)
         try:
-            parsed = ParsedText(self.text, tomllib.loads(self.text))
-        except tomllib.TOMLDecodeError as error:  # names the file: never shared
+            parsed = ParsedText(self.text, loads_bounded(self.text, self.display))
+        except InputError as error:  # nested too deep; names the file: never shared
+            self.syntax_error = error
+            return ParsedText(self.text, None)
+        except tomllib.TOMLDecodeError as error:
             self.syntax_error = toml_error(str(error), self.text, self.display)
             return ParsedText(self.text, None)
         sametext.put("toml", self.text, parsed, size=len(self.text))

@@ -10,7 +10,7 @@ turned back into node terms before anything crosses the wire:
 - gpuready's record (``config.toml.gpuready.json``) names files by their host paths, which on the
   node are the paths under ``root``. Read from the node, those names are mapped into the copy so
   the planners find the files; written to the node, they are mapped back.
-- a drop-in names the main file it belongs to in its first lines; that name is the node's too.
+- any other path of the copy a planner writes into a text is written as the node's.
 """
 
 from __future__ import annotations
@@ -94,16 +94,6 @@ class RuntimeChange:
             ]
         return mapped
 
-    def take_drop_in(self, path: str) -> None:
-        """Copy the drop-in; the main file it names (as gpuready wrote it) is named in the copy
-        as the copy's, so gpuready's planner finds it unchanged when it is."""
-        text = self.mirror.take(path)
-        if text is None:
-            return
-        named = f"imported by {self.mirror.node_file(str(self.config))}"
-        local = self.mirror.local / path.lstrip("/")
-        local.write_text(text.replace(named, f"imported by {self.config}", 1), encoding="utf-8")
-
     def to_local(self, host_path: str) -> str:
         """The copy's path of a node file named as the record names it (under ``root``)."""
         root = self.mirror.root.rstrip("/")
@@ -153,7 +143,7 @@ class RuntimeChange:
             plans = [plan_configure(main, request)]
         else:
             self.mirror.take_config_tree(self.config_node)
-            self.take_drop_in(drop_in.entry)
+            self.mirror.take(drop_in.entry)
             plans = plan_drop_in(main, drop_in, request, root=node.root, major=major)
         # The node's names in the texts first: the record keeps the SHA-256 of what is written.
         plans = [replace(plan, before=self.to_node_text(plan.before),
