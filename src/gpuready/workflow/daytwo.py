@@ -86,14 +86,20 @@ def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
     SIGKILL) leaves a record from which the next ``configure`` or ``unconfigure`` completes.
     Written last, a kill after the config would lose it, and with it ``unconfigure``.
     """
+    written = apply_all(journal_order(plans), node=node.node,
+                        own=[plan.path for plan in plans if is_record(plan)])
+    return [plan for plan in plans if plan in written]
+
+
+def journal_order(plans: list[Plan]) -> list[Plan]:
+    """``plans`` in the order to write them: the record first when it is written, last when it
+    is removed (see :func:`write`)."""
     records = [plan for plan in plans if is_record(plan)]
-    ordered = [
+    return [
         *(plan for plan in records if plan.after is not None),
         *(plan for plan in plans if not is_record(plan)),
         *(plan for plan in records if plan.after is None),
     ]
-    written = apply_all(ordered, node=node.node, own=[plan.path for plan in records])
-    return [plan for plan in plans if plan in written]
 
 
 def is_record(plan: Plan) -> bool:

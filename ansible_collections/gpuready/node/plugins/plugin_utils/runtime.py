@@ -189,11 +189,15 @@ class RuntimeChange:
     # -- writing ------------------------------------------------------------------------------
 
     def write(self, change: Change) -> list:
-        """Write every plan that changes something to the node, in order; those written."""
-        from gpuready.workflow.daytwo import is_record
+        """Write every plan that changes something to the node; those written.
+
+        gpuready's record goes first when it is written and last when it is removed, as on the
+        command line: a run that stops half way leaves a record the next run completes from.
+        """
+        from gpuready.workflow.daytwo import is_record, journal_order
 
         written = []
-        for plan in change.plans:
+        for plan in journal_order(change.plans):
             if not plan.changes:
                 continue
             shown = replace(plan, before=self.record_text(plan.before),
