@@ -58,9 +58,7 @@ def test_json_reports_failed_with_the_reason(tmp_path: Path) -> None:
 
 
 def test_setup_on_dockers_default_fails_until_the_cri_is_enabled(tmp_path: Path) -> None:
-    config = tmp_path / "etc" / "containerd" / "config.toml"
-    config.parent.mkdir(parents=True)
-    shutil.copyfile(DOCKER, config)
+    config = _docker_node(tmp_path)
     failed = run_cli("setup", "--root", str(tmp_path))
     assert failed.code == 1
     assert [line for line in failed.err.splitlines() if "CRI plugin off" in line]

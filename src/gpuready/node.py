@@ -131,6 +131,14 @@ class Node:
         below = _below_root(text)
         return self._prefix + below if below else self._root
 
+    def node_path(self, host_path: Path | str) -> PurePosixPath | Path:
+        """The node's own name for a host path below the root (``<root>/etc/x`` → ``/etc/x``),
+        the inverse of :meth:`path`; a path outside the root, or on the host, as given."""
+        absolute = Path(os.path.abspath(host_path))
+        if self.is_host or not self.contains(absolute):
+            return Path(host_path)
+        return PurePosixPath("/") / absolute.relative_to(self.root)
+
     def check_root(self) -> None:
         """Refuse a root that exists but is not a folder (a file given as ``--root``)."""
         if self.root.exists() and not self.root.is_dir():

@@ -74,7 +74,7 @@ def plan_drop_in(
             "--drop-in PATH, or register in the file itself with --config)",
         )
     effective = load_effective(main.path, root=root, major=major, exclude=target.path)
-    shown_main = _node_path(main.path, root=root)
+    shown_main = Node(root).node_path(main.path)  # the comment must hold on the node
     base = load_config_text(drop_in_base(effective, shown_main, major=major), target.path)
     # disabled_plugins is the main file's: --enable-cri edits it there, never in the drop-in
     planned = plan_configure(base, replace(request, enable_cri=False), context=effective.data)
@@ -90,15 +90,6 @@ def plan_drop_in(
     if request.enable_cri:
         parts.append(plan_enable_cri)
     return [drop, chain(main, parts)]
-
-
-def _node_path(path: Path, *, root: Path) -> PurePosixPath | Path:
-    """``path`` as the node names it (the file's comment must hold on the node, not on the
-    machine that wrote a copy of its files); a path outside the root as it is."""
-    node = Node(root)
-    if node.is_host or not node.contains(path):
-        return path
-    return PurePosixPath("/") / Path(os.path.abspath(path)).relative_to(node.root)
 
 
 def drop_in_base(effective: EffectiveConfig, main: PurePosixPath | Path, *, major: int) -> str:

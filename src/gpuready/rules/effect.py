@@ -12,7 +12,7 @@ decided by the rules that ``lint`` and ``doctor`` use:
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from gpuready.node import FileKind, Node
 from gpuready.paths import CONTAINERD_CONFIG
@@ -68,7 +68,7 @@ def _not_read(path: Path, *, node: Node, options: Options) -> str | None:
         return None
     if not str(target).startswith(str(node.resolve(main.parent)) + "/"):
         return None
-    shown = _node_path(node, target)
+    shown = node.node_path(target)
     if not node.is_file(main):
         return (f"{path}: containerd does not read this file: it reads {main}, which does not "
                 f"exist; fix: create {main} with imports = [\"{shown}\"]")
@@ -80,7 +80,3 @@ def _not_read(path: Path, *, node: Node, options: Options) -> str | None:
         return None
     return (f"{path}: containerd does not read this file: no imports entry of {main} reaches it; "
             f"fix: add \"{shown}\" (or a glob that matches it) to imports in {main}")
-
-
-def _node_path(node: Node, host_path: Path) -> PurePosixPath:
-    return PurePosixPath("/") / host_path.relative_to(node.root)
