@@ -2,7 +2,8 @@
 """Regenerate the ``generated`` part of src/gpuready/data/key-schema.json from recorded configs.
 
 Usage: PYTHONPATH=src python3 scripts/generate_key_schema.py [--check]
-The sources are each line's recorded ``containerd config default`` (tests/data/containerd) and,
+The sources are each line's recorded ``containerd config default`` (tests/data/containerd;
+builds with the full plugin set: btrfs, devmapper and zfs snapshotters included) and,
 for 2.3, the plugin tables of a recorded ``config dump`` (tests/data/cri/observed). The
 ``documented``, ``moved`` and ``removed`` parts are kept by hand, each entry with its source.
 With --check, exit 1 when the stored part differs from what the sources generate.
@@ -23,6 +24,7 @@ TARGET = REPO / "src" / "gpuready" / "data" / "key-schema.json"
 # (line, recorded file, only its plugin tables)
 SOURCES = (
     ("1.6", "tests/data/containerd/containerd-1.6.20-default.toml", False),
+    ("1.7", "tests/data/containerd/containerd-1.7.34-default.toml", False),
     ("2.1", "tests/data/containerd/containerd-2.1.9-default.toml", False),
     ("2.3", "tests/data/containerd/containerd-2.3.4-default.toml", False),
     ("2.3", "tests/data/cri/observed/v4-top-level-server-tables.dump-by-containerd-2.3.4.toml",

@@ -21,8 +21,10 @@ from gpuready.rules.registry import REGISTRY
 from tests.helpers import CONTAINERD_DATA, DATA, REPO
 
 OBSERVED = DATA / "cri" / "observed"
-DEFAULTS = {2: "containerd-1.6.20-default.toml", 3: "containerd-2.1.9-default.toml",
-            4: "containerd-2.3.4-default.toml"}
+# (config version, the recorded full-plugin `config default` of a line reading it as written)
+DEFAULTS = ((2, "containerd-1.6.20-default.toml"), (2, "containerd-1.7.34-default.toml"),
+            (3, "containerd-2.1.9-default.toml"), (4, "containerd-2.3.4-default.toml"))
+SNAPSHOTTERS = ("btrfs", "devmapper", "zfs")
 
 
 def lint_text(tmp_path: Path, text: str):
@@ -48,12 +50,42 @@ def test_every_hand_kept_entry_names_its_source():
             assert entry["source"].strip() and entry["lines"], entry
 
 
-@pytest.mark.parametrize("version", sorted(DEFAULTS))
-def test_each_lines_own_default_has_no_unknown_key(version):
+@pytest.mark.parametrize(("version", "name"), DEFAULTS, ids=[name for _, name in DEFAULTS])
+def test_each_lines_own_default_has_no_unknown_key(version, name):
     import tomllib
 
-    data = tomllib.loads((CONTAINERD_DATA / DEFAULTS[version]).read_text())
+    data = tomllib.loads((CONTAINERD_DATA / name).read_text())
     assert keyschema.unknown_keys(data, version) == []
+
+
+def test_lines_and_the_versions_they_read_as_written():
+    assert keyschema.lines_for(1) == ()
+    assert keyschema.lines_for(2) == ("1.6", "1.7")
+    assert keyschema.lines_for(3) == ("2.1",)
+    assert keyschema.lines_for(4) == ("2.3",)
+    assert keyschema.schema_for(1) is None
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+@pytest.mark.parametrize("snapshotter", SNAPSHOTTERS)
+def test_full_plugin_snapshotters_are_known(version, snapshotter):
+    """Every recorded default lists them (official builds have them)."""
+    data = {"plugins": {f"io.containerd.snapshotter.v1.{snapshotter}": {"root_path": ""}}}
+    assert keyschema.unknown_keys(data, version) == []
+
+
+def test_keys_only_1_7_reads_are_known_in_version_2():
+    data = {"plugins": {"io.containerd.nri.v1.nri": {"disable": True},
+                        "io.containerd.grpc.v1.cri": {"enable_cdi": True}}}
+    assert keyschema.unknown_keys(data, 2) == []
+
+
+@pytest.mark.parametrize("version", [3, 4])
+def test_plugin_dir_is_read_by_1x_only(version):
+    """2.1.9's and 2.3.4's recorded `config migrate` drop it."""
+    assert keyschema.unknown_keys({"plugin_dir": ""}, 2) == []
+    assert [found.path for found in keyschema.unknown_keys({"plugin_dir": ""}, version)] == \
+        [("plugin_dir",)]
 
 
 @pytest.mark.parametrize(

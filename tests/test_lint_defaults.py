@@ -16,6 +16,9 @@ from gpuready.rules.engine import lint_paths
 from tests.rules_support import ALL_RULES, CASES, DATA, NODE, containerd_accepts, run_cli
 
 DEFAULTS = sorted((DATA / "containerd").glob("*.toml"))
+# Each line's recorded full-plugin `config default`, and the line configure is told it runs.
+FULL_DEFAULTS = {"1.6.20": "1.6", "1.7.34": "1.7", "2.1.9": "2.1", "2.3.4": "2.3"}
+KEY_RULES = {"unknown-key", "moved-key"}
 REPO = Path(__file__).resolve().parent.parent
 FIXABLE = sorted(name for name, rule in REGISTRY.items() if rule.fixable)
 
@@ -29,6 +32,22 @@ def test_defaults_only_lack_the_runtime(path, tmp_path):
     problems = lint(path, tmp_path)
     assert [p.rule for p in problems] == ["runtime-not-registered"], problems
     assert problems[0].line is not None
+
+
+@pytest.mark.parametrize("release", sorted(FULL_DEFAULTS))
+def test_full_plugin_default_has_no_key_finding_before_or_after_configure(
+    release, tmp_path, capsys
+):
+    source = DATA / "containerd" / f"containerd-{release}-default.toml"
+    assert [p for p in lint(source, tmp_path) if p.rule in KEY_RULES] == []
+    copy = tmp_path / "config.toml"
+    shutil.copy(source, copy)
+    code, _, err = run_cli(["configure", "--config", str(copy), "--containerd-version",
+                            FULL_DEFAULTS[release]], capsys)
+    assert code == 0, err
+    assert "nvidia" in copy.read_text()
+    problems = [p for p in lint(copy, tmp_path) if p.rule in KEY_RULES]
+    assert problems == [], [f"{p.rule}: {p.key_path}" for p in problems]
 
 
 def test_registered_lab_base_is_clean_when_the_binary_is_there():

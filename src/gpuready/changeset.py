@@ -23,11 +23,13 @@ from gpuready.plan import Plan
 def apply_all(plans: Sequence[Plan], *, node: Node, own: Iterable[Path] = ()) -> list[Plan]:
     """Write every plan that changes something, in order; return those written.
 
-    The caller holds :func:`locked_all` for every path. A plan whose ``after`` is None removes
+    The caller holds :func:`locked_all` for every path. The plans' guards are checked first
+    (:func:`check`): a refused change writes nothing. A plan whose ``after`` is None removes
     its file; the files in ``own`` (gpuready's record) are written without a backup. On any
     failure the plans already written are undone (:func:`put_back`), and the folders this call
     created removed, before the error goes on.
     """
+    check(plans)
     written: list[Plan] = []
     own = set(own)
     fresh = new_backups([plan for plan in plans if plan.path not in own], node=node)
@@ -52,6 +54,14 @@ def apply_all(plans: Sequence[Plan], *, node: Node, own: Iterable[Path] = ()) ->
                 folder.rmdir()
         raise
     return written
+
+
+def check(plans: Sequence[Plan]) -> None:
+    """Run every guard the plans carry over the whole change (the never-break gate,
+    :mod:`gpuready.containerd.gate`); a refusal raises before anything is written. A dry run
+    calls this too, so it shows the verdict a real run would meet."""
+    for guard in dict.fromkeys(plan.guard for plan in plans if plan.guard is not None):
+        guard.enforce([plan for plan in plans])
 
 
 def new_folders(plans: Sequence[Plan], *, node: Node) -> list[Path]:

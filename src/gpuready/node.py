@@ -48,6 +48,8 @@ class FileKind(enum.Enum):
     NODE_FACT = ("node fact file", 64 * 1024)
     DOCKER_CONFIG = ("Docker daemon.json", 1 * _MIB)
     CRIO_CONFIG = ("CRI-O config", 1 * _MIB)
+    # a full Debian system's dpkg status is a few MiB; read only to find containerd's version
+    PACKAGE_DATABASE = ("package database", 32 * _MIB)
 
     def __init__(self, label: str, limit: int) -> None:
         self.label = label

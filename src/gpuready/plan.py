@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -13,6 +14,9 @@ class Plan:
 
     A plan whose ``after`` equals ``before`` is a no-op; ``summary`` then says why nothing changes
     ("runtime nvidia already registered"). ``notes`` are things the user should know either way.
+    ``guard`` (a :class:`gpuready.containerd.gate.Guard`) is the check the one writer runs on the
+    whole change before writing any of it: a containerd config change that would break the node
+    is refused there, whichever command planned it.
     """
 
     path: Path
@@ -20,6 +24,7 @@ class Plan:
     after: str | None
     summary: str
     notes: tuple[str, ...] = field(default=())
+    guard: Any = field(default=None, compare=False, repr=False)
 
     @property
     def changes(self) -> bool:

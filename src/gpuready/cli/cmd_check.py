@@ -40,6 +40,7 @@ def register(subparsers) -> None:
         epilog=EPILOG,
     )
     common.add_root(parser)
+    common.add_containerd_version(parser)
     common.add_distribution(parser)
     common.add_runtime_name(parser)
     parser.add_argument(
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
         # on an owned node: the config the owner will generate, as setup reported it
         files, read = contract_view(owner, node,
                                     NodeFiles.on(node, PurePosixPath(args.toolkit_dir)))
-        checks = contract_checks(files, args.runtime_name, read)
+        checks = contract_checks(files, args.runtime_name, read,
+                                 containerd_version=args.containerd_version)
     ok = all(check.ok for check in checks)
     if args.format == "json":
         print(json.dumps({"status": "ok" if ok else "failed",

@@ -181,7 +181,7 @@ def run(args: argparse.Namespace) -> int:
 
 def run_day_two(args: argparse.Namespace, request) -> int:
     """``--drop-in`` and ``--restart``: containerd's own config, and the files it imports."""
-    from gpuready.changeset import locked_all
+    from gpuready.changeset import check, locked_all
     from gpuready.cli import daytwo
     from gpuready.errors import UsageError
     from gpuready.owners.table import EditKind
@@ -202,6 +202,8 @@ def run_day_two(args: argparse.Namespace, request) -> int:
     paths = [node.config] + ([drop_in.path] if drop_in else [])
     with locked_all(paths, node=node.node):
         plans = plan_configure_node(node, request, drop_in=drop_in)
+        if args.dry_run:
+            check(plans)  # the verdict a real run would meet
         written = [] if args.dry_run else write(plans, node=node)
     report = daytwo.report(plans, written, dry_run=args.dry_run)
     main = next(plan for plan in plans if plan.path == node.config)
@@ -218,13 +220,16 @@ def run_day_two(args: argparse.Namespace, request) -> int:
 def run_for_owner(args: argparse.Namespace, request) -> int:
     """The runtime where the node's owner reads it; a config edited in place gets a record of
     what gpuready added, for ``unconfigure``."""
+    from dataclasses import replace
     from pathlib import Path
 
+    from gpuready.changeset import check
+    from gpuready.containerd.keep_default import keep_default_runtime
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
     from gpuready.owners.configure import plan_for_owner
     from gpuready.owners.table import EditKind
-    from gpuready.workflow.daytwo import NodeConfig, plan_record, write
+    from gpuready.workflow.daytwo import NodeConfig, guarded, plan_record, write
 
     node = Node(args.root)
     detection = common.detect_owner(args)
@@ -239,8 +244,16 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
         owned = plan()
         plans = [owned.plan] if owned.plan is not None else []
         target = NodeConfig(owned.target, node.root, major=1)
+        guard = _owner_guard(args, owned, request, node=node) if recorded and plans else None
+        if guard is not None:
+            plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
+            added = tuple(note for note in plans[0].notes if note not in owned.notes)
+            owned = replace(owned, plan=plans[0], notes=(*owned.notes, *added))
         if plans and recorded:
             plans.append(plan_record(target, plans, request=request, drop_in=None))
+        plans = guarded(plans, guard)
+        if args.dry_run:
+            check(plans)  # the verdict a real run would meet
         written = [] if args.dry_run else write(plans, node=target)
     changed = written and written[0].path == owned.target
     without_effect = _without_effect(owned.plan, owned.target, node=node,
@@ -263,6 +276,19 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
         report["notes"].append(cdi_support_note())
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
     return 1 if without_effect else 0
+
+
+def _owner_guard(args: argparse.Namespace, owned, request, *, node):
+    """The never-break gate for a config edited in place: containerd reads it as it is."""
+    from gpuready.containerd.gate import Guard, Intent
+    from gpuready.containerd.lines import node_line
+    from gpuready.containerd.model import file_version
+
+    line = node_line(root=node.root, flag=args.containerd_version,
+                     config_version=file_version(owned.plan.before))
+    return Guard(owned.target, node.root, line,
+                 Intent(adds=request.runtime.name,
+                        confirmed=request.runtime.default_confirmed))
 
 
 def _without_effect(plan, path, *, node, runtime_name: str) -> list[str]:

@@ -15,8 +15,13 @@ from gpuready.cli.common import (
 DESCRIPTION = """\
 Check containerd config files for every way a GPU runtime registration silently fails: wrong
 version paths, unquoted plugin IDs, booleans written as strings, options outside their table,
-unknown runc options, and more. Each file is checked on its own (imports are not followed;
-'gpuready doctor' checks a whole node).
+unknown runc options, and more.
+
+Without FILE, the node's config is checked as containerd reads it: the main file and every file
+it imports, merged on the node's containerd line (--containerd-version; else this machine's
+'containerd --version', or under --root the root's package database; else the config's
+version), so lint, doctor, check and setup give one verdict on one node. Each FILE named is
+checked on its own: its imports are not read, and lint says so.
 
 With --fix, repairs what can be repaired without guessing (bool-as-string, option-outside-options,
 unquoted-plugin-key, wrong-version-path, runtime-type-missing), keeping every comment, shows the
@@ -63,7 +68,8 @@ def add_rule_selection(
     parser.add_argument(
         "--containerd-version",
         metavar="X.Y",
-        help="read the config as this containerd release does (default: from the config version)",
+        help="read the config as this containerd release does (default: the node's line "
+        "without FILE, the config version with FILE)",
     )
 
 
@@ -122,8 +128,42 @@ def run(args: argparse.Namespace) -> int:
 
         print(fix_paths(paths, options=options, dry_run=args.dry_run,
                         default_confirmed=args.confirm_every_pod_uses_it), end="")
-    report = lint_paths(
-        paths, options=options, selected=selected, containerd_version=args.containerd_version
-    )
+    if args.files:
+        report = lint_paths(paths, options=options, selected=selected,
+                            containerd_version=args.containerd_version)
+    else:  # the node's config as containerd reads it: imports followed, the node's line
+        report = lint_node(options=options, selected=selected - NOT_CONFIG_RULES,
+                           containerd_version=args.containerd_version)
     print(render(args.format, report.problems, files=report.files, command="lint"), end="")
+    if args.files and args.format == "text":
+        _note_imports_not_read(paths, options)
     return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK
+
+
+# doctor's checks of the node around the config: RuntimeClass manifests and CDI specs
+NOT_CONFIG_RULES = frozenset({"handler-mismatch", "handler-invalid", "cdi-spec-missing",
+                              "cdi-spec-invalid"})
+
+
+def lint_node(*, options, selected, containerd_version):
+    """``lint`` without FILE: the node's main config and everything it imports, merged and read
+    on the node's containerd line, as ``doctor`` reads it (one verdict for one node)."""
+    from gpuready.rules.engine import doctor
+
+    return doctor(options=options, selected=selected, containerd_version=containerd_version)
+
+
+def _note_imports_not_read(paths, options) -> None:
+    """Say, for a FILE that imports others, that only the file itself was checked."""
+    from gpuready.containerd.document import load_config
+    from gpuready.errors import GpureadyError
+
+    for path in paths:
+        try:
+            imports = load_config(path, node=options.node).data.get("imports")
+        except GpureadyError:
+            continue
+        if imports:
+            print(f"note: {path} was checked on its own; the files it imports were not read "
+                  "(run 'gpuready lint' without FILE, or 'gpuready doctor', for the config "
+                  "containerd builds from them)")

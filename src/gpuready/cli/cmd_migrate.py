@@ -11,10 +11,15 @@ Upgrade a version 1, 2 or 3 containerd config, and every file it imports, to ver
 (containerd 2.0 to 2.2) or 4 (containerd 2.3) the way containerd's own migration does:
 plugin IDs for version 1 names; the CRI plugin split into io.containerd.cri.v1.runtime,
 io.containerd.cri.v1.images (sandbox_image becomes pinned_images.sandbox) and the streaming
-server; for version 4 the [grpc], [ttrpc], [metrics] and [debug] address settings as server
-plugins. Unlike 'containerd config migrate', comments, order and quoting stay, no default is
-spelled out, and imported files are migrated too. A setting the newer version no longer has is
-dropped when it is empty and refused by name otherwise.
+server; the plugins containerd 2.0 renamed under their new IDs (io.containerd.internal.v1.restart
+becomes io.containerd.monitor.container.v1.restart, io.containerd.monitor.v1.cgroups
+io.containerd.monitor.task.v1.cgroups); for version 4 the [grpc], [ttrpc], [metrics] and
+[debug] address settings as server plugins (an empty one is left to the plugin's default).
+Unlike 'containerd config migrate', comments, order and quoting stay, no default is spelled out,
+and imported files are migrated too. A setting the newer version no longer has (plugin_dir,
+sched_core, the runc option CriuPath, the shim v1 and aufs plugins) is dropped when it is empty
+or holds what containerd 1.x's 'config default' writes, and refused by name otherwise; empty
+registry maps and [proxy_plugins] are left out, as containerd's own migration does.
 """
 
 EPILOG = """\

@@ -26,6 +26,10 @@ Base config, first found: --base FILE; the existing /etc/containerd/config.toml 
 place); /opt/fixtures/gpu-airgap/containerd/config.toml.base; `containerd config default`;
 gpuready's built-in version 2 base. Every path is taken under --root. Running setup again
 changes no byte.
+
+Like configure, setup keeps a record of what it changed beside the config
+(<config>.gpuready.json): 'gpuready unconfigure' then gives an existing config its original bytes
+back and removes the files setup created (a file edited since is left as it is).
 """
 
 EPILOG = """\
@@ -53,6 +57,7 @@ def register(subparsers) -> None:
         epilog=EPILOG,
     )
     common.add_root(parser)
+    common.add_containerd_version(parser)
     common.add_distribution(parser)
     parser.add_argument("--base", metavar="FILE", help="the base config to start from")
     add_runtime_options(parser)
@@ -108,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         enable_cri=args.enable_cri,
         detection=common.detect_owner(args),
+        containerd_version=args.containerd_version,
     )
     result = run_setup(options)
     if args.format == "json":
@@ -125,6 +131,8 @@ def _print_text(result, *, dry_run: bool) -> None:
         print(f"[{step.number}/8] {step.title}: {step.path}: {step.outcome}")
     for note in result.notes:
         print(f"note: {note}")
+    if result.record is not None:
+        print(f"record of what gpuready changed: kept in {result.record}")
     failed = [check for check in result.checks if not check.ok]
     warned = [check for check in result.checks if check.ok and check.warning]
     for check in warned:
@@ -154,4 +162,5 @@ def _as_json(result, *, dry_run: bool) -> dict:
         "checks": [vars(check) for check in result.checks],
         "without_effect": result.without_effect,
         "changed_files": [str(plan.path) for plan in result.plans if plan.changes],
+        "record": None if result.record is None else str(result.record),
     }

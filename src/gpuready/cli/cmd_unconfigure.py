@@ -1,5 +1,5 @@
-"""``gpuready unconfigure``: take back exactly what ``configure`` added (containerd, from its
-record), or remove the runtime it registered (Docker, CRI-O)."""
+"""``gpuready unconfigure``: take back exactly what ``configure`` or ``setup`` added (containerd,
+from their record), or remove the runtime ``configure`` registered (Docker, CRI-O)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import argparse
 from gpuready.cli import common
 
 DESCRIPTION = """\
-Remove exactly what 'gpuready configure' added, as its record beside the config says
-(<config>.gpuready.json): the runtime table, the drop-in, the imports entry, enable_cdi and
-cdi_spec_dirs if it set them; a default_runtime_name it changed gets its old value back.
+Remove exactly what 'gpuready configure' or 'gpuready setup' added, as the record beside the
+config says (<config>.gpuready.json): the runtime table, the drop-in, the imports entry, enable_cdi
+and cdi_spec_dirs if it set them; a default_runtime_name it changed gets its old value back.
+The files setup wrote (a config it created from a base, the CDI spec, runtimeclass.yaml, the
+toolkit files) are removed, or get their original back, while they still hold what gpuready
+wrote; one edited since is left as it is, and the output says so.
 
 When a file is unchanged since gpuready wrote it, its original comes back byte for byte (a drop-in
 gpuready created is removed). When the operator edited it meanwhile, only gpuready's own parts go,
@@ -42,7 +45,7 @@ def register(subparsers) -> None:
     parser = common.add_command(
         subparsers,
         "unconfigure",
-        help="remove exactly what gpuready configure added",
+        help="remove exactly what gpuready configure or setup added",
         description=DESCRIPTION,
         epilog=EPILOG,
     )
@@ -58,6 +61,8 @@ def register(subparsers) -> None:
         "is gone",
     )
     common.add_containerd_version(parser)
+    common.add_default_confirmation(
+        parser, what="taking away a runtime that is the default (Docker, CRI-O)")
     common.add_dry_run(parser)
     common.add_restart(parser)
     common.add_format(parser)

@@ -6,6 +6,7 @@ import argparse
 
 from gpuready.cli.common import (
     add_command,
+    add_containerd_version,
     add_distribution,
     add_format,
     add_root,
@@ -65,6 +66,7 @@ def register(subparsers) -> None:
     add_root(parser)
     add_distribution(parser)
     add_runtime_name(parser)
+    add_containerd_version(parser)
     parser.add_argument(
         "--handler",
         dest="runtime_handler",  # "handler" is the command's dispatch function
@@ -142,6 +144,7 @@ def options_from(args: argparse.Namespace):
         probe_binary=Path(args.probe_binary),
         timeout=args.timeout,
         probe_timeout=args.probe_timeout,
+        containerd_version=args.containerd_version,
     )
 
 

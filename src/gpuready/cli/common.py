@@ -127,8 +127,9 @@ def add_containerd_version(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--containerd-version",
         metavar="X.Y",
-        help="the containerd release reading the files (default: 'containerd --version', else "
-        "from the config version); 1.x replaces a whole plugin table from an import, 2.x merges",
+        help="the containerd release the node runs (1.6, 1.7, 2.1, 2.3; others are read as "
+        "the nearest). Default: on this machine 'containerd --version'; under --root the "
+        "root's package database; else the config's version (2: 1.7, 3: 2.1, 4: 2.3)",
     )
 
 

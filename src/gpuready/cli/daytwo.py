@@ -22,8 +22,9 @@ def node_config(args: argparse.Namespace):
     root = Path(args.root)
     path = Path(args.config) if args.config else Node(root).path(CONTAINERD_CONFIG)
     flag = getattr(args, "containerd_version", None)
-    semantics = choose(flag=flag, probe=True, config_version=_version_or_none(path, root))
-    return NodeConfig(config=path, root=root, major=semantics.major)
+    semantics = choose(flag=flag, probe=True, config_version=_version_or_none(path, root),
+                       root=root)
+    return NodeConfig(config=path, root=root, major=semantics.major, line=semantics.line)
 
 
 def _version_or_none(path, root):

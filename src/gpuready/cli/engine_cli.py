@@ -54,6 +54,7 @@ def engine_name(args: argparse.Namespace, *, config: str | None = None) -> str:
 
 def configure(args: argparse.Namespace, name: str) -> int:
     """``configure --engine docker|crio``: plan under the lock, then show or apply it."""
+    from gpuready.containerd.gate import Intent
     from gpuready.engines import get
     from gpuready.engines.base import RuntimeChange
     from gpuready.errors import UsageError
@@ -71,23 +72,30 @@ def configure(args: argparse.Namespace, name: str) -> int:
     if args.systemd_cgroup != "true":
         notes.append(f"--systemd-cgroup applies to containerd only; {engine.facts.title} "
                      "keeps its own cgroup driver")
+    intent = Intent(confirmed=bool(args.confirm_every_pod_uses_it))
     return _apply(args, engine,
-                  lambda path, node: engine.plan_add_runtime(path, change, node=node), notes)
+                  lambda path, node: engine.plan_add_runtime(path, change, node=node), notes,
+                  intent=intent)
 
 
 def unconfigure(args: argparse.Namespace, name: str) -> int:
     """``unconfigure``: remove the runtime gpuready registered."""
+    from gpuready.containerd.gate import Intent
     from gpuready.engines import get
 
     engine = get(name)
+
     def planner(path, node):
         [plan] = engine.plan_remove_runtime(path, args.runtime_name, node=node)
         return plan
 
-    return _apply(args, engine, planner, [])
+    intent = Intent(removes=frozenset({args.runtime_name}),
+                    confirmed=bool(getattr(args, "confirm_every_pod_uses_it", False)))
+    return _apply(args, engine, planner, [], intent=intent)
 
 
-def _apply(args, engine, planner, notes: list[str]) -> int:
+def _apply(args, engine, planner, notes: list[str], *, intent) -> int:
+    from gpuready.containerd.gate import EngineGuard
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
 
@@ -95,6 +103,8 @@ def _apply(args, engine, planner, notes: list[str]) -> int:
     path = Path(args.config) if args.config else engine.config_path(node)
     with locked(path, node=node):
         plan = planner(path, node)
+        # the never-break gate, for a dry run too: the verdict a real run would meet
+        EngineGuard(engine, path, node.root, intent).enforce([plan])
         written = False if args.dry_run else _write(plan, node)
     report = {
         "status": "ok", "engine": engine.facts.name, "file": str(path), "changed": plan.changes,

@@ -26,9 +26,16 @@ class BaseSource:
     keeps_existing: bool = False
 
 
-def choose_base(*, node: Node, config_path: Path, base: Path | None) -> BaseSource:
+def choose_base(
+    *, node: Node, config_path: Path, base: Path | None, release: tuple[int, int] | None = None
+) -> BaseSource:
     """The base: ``--base``; else the existing config; else the air-gap fixture on the node;
-    else ``containerd config default``; else the base shipped with gpuready."""
+    else the node's ``containerd config default``; else the base shipped with gpuready.
+
+    The node's ``config default`` is this machine's ``containerd config default`` only when the
+    node is this machine; a node under ``--root`` whose containerd release is known (``release``:
+    ``--containerd-version`` or its package database) gets its line's recorded one. The host's
+    containerd says nothing about a node in a folder."""
     if base is not None:
         return BaseSource(node.read_text(base, kind=FileKind.CONFIG), f"--base {base}")
     if node.exists(config_path):
@@ -37,10 +44,22 @@ def choose_base(*, node: Node, config_path: Path, base: Path | None) -> BaseSour
     fixture = node.path(FIXTURE_BASE)
     if node.is_file(fixture):
         return BaseSource(node.read_text(fixture, kind=FileKind.CONFIG), f"fixture {fixture}")
-    default = containerd_config_default()
+    if release is not None and not node.is_host:
+        return recorded_default(release)
+    default = containerd_config_default() if node.is_host else None
     if default is not None:
         return BaseSource(default, "`containerd config default`")
     return BaseSource(shipped_base(), "gpuready's built-in base (config version 2)")
+
+
+def recorded_default(release: tuple[int, int]) -> BaseSource:
+    """The recorded ``containerd config default`` of the line that models ``release``."""
+    from gpuready.containerd.lines import line_for_release
+
+    line, _ = line_for_release(release)
+    name = f"containerd-{line.recorded}-default.toml"
+    text = resources.files("gpuready.data").joinpath(name).read_text("utf-8")
+    return BaseSource(text, f"the recorded `config default` of containerd {line.recorded}")
 
 
 @functools.cache

@@ -4,18 +4,20 @@ containerd decodes its config into Go structs and ignores every key no struct fi
 a word. The schema (``gpuready/data/key-schema.json``) lists, per line, the key paths it reads:
 
 - ``generated``: every key path of the line's recorded ``containerd config default`` (1.6.20,
-  2.1.9, 2.3.4, kept in ``tests/data/containerd/``) and, for 2.3, the plugin tables of a recorded
-  ``config dump`` (the server plugins are configured there but not printed by ``config default``).
-  Runtime names, stream processors and timeouts become ``*``; a runtime's ``options`` is open (the
-  option rules check it). ``scripts/generate_key_schema.py`` regenerates it, and a test checks it
-  is current.
+  1.7.34, 2.1.9, 2.3.4, kept in ``tests/data/containerd/``, builds with the full plugin set) and,
+  for 2.3, the plugin tables of a recorded ``config dump`` (the server plugins are configured there
+  but not printed by ``config default``). Runtime names, stream processors and timeouts become
+  ``*``; a runtime's ``options`` is open (the option rules check it).
+  ``scripts/generate_key_schema.py`` regenerates it, and a test checks it is current.
 - ``documented``: keys no default prints (registry mirrors and configs, ``proxy_plugins``,
   runtime fields), each with its source.
 - ``moved`` and ``removed``: keys a line used to read elsewhere or no longer reads, with what to
   write instead and the source.
 
-Which line's schema applies follows the config version: 2 → 1.6 (with the keys 1.7 documents
-added), 3 → 2.1, 4 → 2.3 (a version 1 file has no recorded schema and is not checked).
+Which lines' schema applies follows the config version: a file is checked against the lines that
+read its version as written, the newest version each line reads (``LINES``): 2 → 1.6 and 1.7
+(a key either reads is known), 3 → 2.1, 4 → 2.3. A line also loads older versions, but it
+migrates them in memory first; a version 1 file has no recorded schema and is not checked.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from gpuready.containerd.versions import CRI_PLUGIN_IDS, KeyPath
 
 ANY = "*"
 OPEN = "**"
-LINE_OF_VERSION: Mapping[int, str] = {2: "1.6", 3: "2.1", 4: "2.3"}
+# The newest config version each recorded line reads (1.x: 1 and 2; 2.1: up to 3; 2.3: up to 4).
+LINES: Mapping[str, int] = {"1.6": 2, "1.7": 2, "2.1": 3, "2.3": 4}
 
 # Below these prefixes (ANY matches one key) the next key is a name the operator chooses.
 NAMED = (
@@ -150,22 +153,32 @@ def raw() -> dict[str, Any]:
     return json.loads(text)
 
 
+def lines_for(version: int) -> tuple[str, ...]:
+    """The recorded lines that read config ``version`` files as written (not migrated)."""
+    return tuple(line for line, newest in LINES.items() if newest == version)
+
+
 @functools.cache
 def schema_for(version: int) -> Schema | None:
-    """The schema of the line that reads config ``version`` files; None where none is recorded."""
-    line = LINE_OF_VERSION.get(version)
-    if line is None:
+    """The schema of the lines that read config ``version`` files; None where none is recorded.
+
+    Where two lines read one version (1.6 and 1.7 read version 2), a key either of them reads is
+    known, and a note applies when it applies to all of them.
+    """
+    lines = lines_for(version)
+    if not lines:
         return None
     data = raw()
-    paths = list(data["generated"][line])
-    paths += [entry["path"] for entry in data["documented"] if line in entry["lines"]]
+    paths = [path for line in lines for path in data["generated"].get(line, [])]
+    paths += [entry["path"] for entry in data["documented"]
+              if any(line in entry["lines"] for line in lines)]
     notes = tuple(
         Note(tuple(entry["path"]), entry["message"], entry["source"])
         for kind in ("moved", "removed")
         for entry in data[kind]
-        if line in entry["lines"]
+        if all(line in entry["lines"] for line in lines)
     )
-    return Schema(line, _trie(paths), notes)
+    return Schema("+".join(lines), _trie(paths), notes)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,9 @@ migrate`` prints the result as a whole new file: comments gone, every default sp
 their source, are in the ``MOVES_*`` tables below); headers are renamed where they are written,
 a setting that changes table is cut from its line and set at its new place with the editor, so
 comments, order and quoting stay. A setting a newer containerd no longer has is dropped when it
-holds its empty default and refused by name otherwise.
+holds its empty default (or, for a plugin 2.x no longer has, what 1.x's ``config default``
+writes) and refused by name otherwise. Empty tables of maps that 2.x's ``config migrate`` leaves
+out are left out too.
 
 Source: containerd's own migrations (``pkg/cri/config`` and ``cmd/containerd/server/config`` up
 to v2.3.4), checked against the recorded ``config migrate`` output of 2.1.9 (to version 3) and
@@ -68,6 +70,42 @@ REMOVED_RUNTIME_KEYS = {
     "runtime_engine": "shim v1 is gone in containerd 2.0",
     "runtime_root": "shim v1 is gone in containerd 2.0",
 }
+# Settings outside the CRI plugin that 2.x has no place for: 2.1.9's and 2.3.4's recorded
+# `config migrate` of 1.6.20's default leaves them out (sched_core = false, plugin_dir = "").
+REMOVED_V3: dict[KeyPath, str] = {
+    ("plugin_dir",): "containerd 2.1 and 2.3 have no plugin_dir; their config migrate drops it",
+    ("plugins", "io.containerd.runtime.v2.task", "sched_core"):
+        "containerd 2.1 and 2.3 have no sched_core here; their config migrate drops it",
+}
+# Plugins containerd 2.0 renamed: 2.1.9's and 2.3.4's recorded `config migrate` write their
+# settings under the new ID, the one their `config default` lists.
+RENAMED_PLUGINS_V3 = {
+    "io.containerd.internal.v1.restart": "io.containerd.monitor.container.v1.restart",
+    "io.containerd.monitor.v1.cgroups": "io.containerd.monitor.task.v1.cgroups",
+}
+# Plugins 2.x does not have (2.1.9's and 2.3.4's full-plugin `config default` lack them), with the
+# settings 1.6.20's and 1.7.34's `config default` write for them. containerd's own migration
+# copies such a table as it is, and 2.x then ignores it without a word; here it is dropped when
+# it holds those defaults, and refused otherwise.
+REMOVED_PLUGINS_V3: dict[str, tuple[dict[str, Any], str]] = {
+    "io.containerd.runtime.v1.linux": (
+        {"no_shim": False, "runtime": "runc", "runtime_root": "", "shim": "containerd-shim",
+         "shim_debug": False},
+        "containerd 2.x has no io.containerd.runtime.v1.linux plugin (shim v1 is gone)",
+    ),
+    "io.containerd.snapshotter.v1.aufs": (
+        {"root_path": ""},
+        "containerd 2.x has no aufs snapshotter",
+    ),
+}
+# Maps whose empty table 2.x's `config migrate` leaves out (recorded: the empty registry tables
+# and [proxy_plugins] of 1.6.20's default are not in its output). An empty table sets nothing on
+# 2.x, which merges a file key by key, so leaving it out changes nothing.
+EMPTY_MAPS_V3: tuple[KeyPath, ...] = (
+    ("proxy_plugins",),
+    *(("plugins", CRI_IMAGES, "registry", name)
+      for name in ("auths", "configs", "headers", "mirrors")),
+)
 
 # 3 -> 4 (containerd 2.3): the server tables become plugins; [debug] level and format stay.
 SERVER_GRPC = "io.containerd.server.v1.grpc"
@@ -89,19 +127,32 @@ MOVES_V4: dict[KeyPath, KeyPath] = {
 TARGETS = (3, 4)
 
 
+@dataclass(frozen=True)
 class Drop:
-    """A setting the newer version does not have: gone when empty, refused otherwise."""
+    """A setting the newer version does not have: gone when empty (or equal to ``default``, the
+    value the older line's ``config default`` writes), refused otherwise."""
 
-    def __init__(self, why: str) -> None:
-        self.why = why
+    why: str
+    default: Any = None
+
+    def takes(self, value: Any) -> bool:
+        """True when dropping ``value`` loses nothing."""
+        if _empty(value):
+            return True
+        return self.default is not None and type(value) is type(self.default) \
+            and value == self.default
 
 
 @dataclass(frozen=True)
 class Moved:
-    """Where a setting goes, and how its value changes on the way (``None``: unchanged)."""
+    """Where a setting goes, and how its value changes on the way (``None``: unchanged).
+
+    With ``unless_empty`` an empty value is not carried over: the new place keeps its own default.
+    """
 
     path: KeyPath
     convert: Callable[[Any], Any] | None = None
+    unless_empty: bool = False
 
 
 Target = Moved | Drop
@@ -120,11 +171,14 @@ def to_v2(path: KeyPath) -> Target:
 
 
 def to_v3(path: KeyPath) -> Target:
-    """Version 2 → 3: the CRI plugin splits into runtime, images and the streaming server."""
+    """Version 2 → 3: the CRI plugin splits into runtime, images and the streaming server; some
+    plugins are renamed or gone."""
     runtime = ("plugins", CRI_RUNTIME)
     images = ("plugins", CRI_IMAGES)
+    if path in REMOVED_V3:
+        return Drop(REMOVED_V3[path])
     if path[:2] != ("plugins", CRI_GRPC):
-        return Moved(path)
+        return _plugin_v3(path)
     if len(path) == 2:  # the table itself: most of what it holds is the runtime's
         return Moved(runtime)
     rest = path[2:]
@@ -146,17 +200,37 @@ def to_v3(path: KeyPath) -> Target:
         if rest[1] == "runtimes" and len(rest) > 3:
             if rest[3] in REMOVED_RUNTIME_KEYS:
                 return Drop(REMOVED_RUNTIME_KEYS[rest[3]])
+            if rest[3:] == ("options", "CriuPath"):  # 1.x matches option names exactly
+                return Drop("containerd 2.0 removed the runc option CriuPath")
             if rest[3] == "sandbox_mode":
                 return Moved((*runtime, *rest[:3], "sandboxer", *rest[4:]))
     return Moved((*runtime, *rest))
 
 
+def _plugin_v3(path: KeyPath) -> Target:
+    """Version 2 → 3 for a path outside the CRI plugin: renamed and removed plugins."""
+    if len(path) < 2 or path[0] != "plugins":
+        return Moved(path)
+    plugin, rest = path[1], path[2:]
+    if plugin in RENAMED_PLUGINS_V3:
+        return Moved(("plugins", RENAMED_PLUGINS_V3[plugin], *rest))
+    if plugin in REMOVED_PLUGINS_V3:
+        defaults, why = REMOVED_PLUGINS_V3[plugin]
+        return Drop(why, defaults.get(rest[0]) if len(rest) == 1 else None)
+    return Moved(path)
+
+
 def to_v4(path: KeyPath) -> Target:
     """Version 3 → 4: ``[grpc]``, ``[ttrpc]``, ``[metrics]`` and ``[debug] address`` become
-    server plugins (2.3 ignores them at the top level without a word)."""
+    server plugins (2.3 ignores them at the top level without a word).
+
+    An empty value is not carried over: 2.3.4's recorded ``config migrate`` of 1.6.20's default
+    turned ``[ttrpc] address = ""`` into the plugin's default, ``/run/containerd/containerd.sock.
+    ttrpc``, not into an empty address.
+    """
     for length in range(len(path), 0, -1):
         if path[:length] in MOVES_V4:
-            return Moved((*MOVES_V4[path[:length]], *path[length:]))
+            return Moved((*MOVES_V4[path[:length]], *path[length:]), unless_empty=True)
     return Moved(path)
 
 
@@ -172,6 +246,8 @@ def migrate_text(text: str, path: Path, *, to: int) -> str:
     try:
         for step in range(version + 1, to + 1):
             text = _step(text, STEPS[step], path=path, to=step)
+            if step >= 3:
+                text = _without_empty_maps(text)
             text = set_value(text, ("version",), step).text
     except (KeyError, ValueError) as error:
         reason = error.args[0] if error.args else error
@@ -193,11 +269,18 @@ def _step(text: str, mapper: Callable[[KeyPath], Target], *, path: Path, to: int
             continue
         if target.path != header.path:
             cuts.append((header.start, header.end, _renamed(text, header, target.path)))
+            if target.unless_empty:  # a table left with nothing to carry over goes too
+                emptied.append(target.path)
     for entry in layout.entries:
         if entry.in_array:
             continue
         target = mapper(entry.path)
         table = mapper(entry.table)
+        value = facts.lookup(data, entry.path)
+        if isinstance(target, Moved) and target.unless_empty and _empty(value) \
+                and len(entry.key) == 1 and not entry.inline:
+            cuts.append((entry.start, entry.end, ""))
+            continue
         implied = (*table.path, *entry.key) if isinstance(table, Moved) else None
         if isinstance(target, Moved) and target.path == implied and target.convert is None:
             continue
@@ -206,9 +289,8 @@ def _step(text: str, mapper: Callable[[KeyPath], Target], *, path: Path, to: int
                 raise ValueError(f"{'.'.join(entry.path)} is written as dotted keys or an inline "
                                  "table; write it as a [table] header first")
             continue
-        value = facts.lookup(data, entry.path)
         if isinstance(target, Drop):
-            if not _empty(value):
+            if not target.takes(value):
                 raise ValueError(f"{'.'.join(entry.path)} = {value!r} has no version {to} "
                                  f"setting ({target.why})")
         else:
@@ -219,6 +301,13 @@ def _step(text: str, mapper: Callable[[KeyPath], Target], *, path: Path, to: int
     for key, value in sets:
         text = set_value(text, key, value).text
     return remove_empty_headers(text, emptied) if emptied else text
+
+
+def _without_empty_maps(text: str) -> str:
+    """``text`` without the empty tables of the maps 2.x's ``config migrate`` leaves out."""
+    data = tomllib.loads(text)
+    empty = [path for path in EMPTY_MAPS_V3 if facts.lookup(data, path) == {}]
+    return remove_empty_headers(text, empty) if empty else text
 
 
 def _renamed(text: str, header: Header, path: KeyPath) -> str:

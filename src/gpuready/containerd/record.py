@@ -6,13 +6,36 @@ first changed it and after its last change, and which settings it added or chang
 values they had before. ``unconfigure`` reads only this record: nothing is guessed from the
 config. The record is derived from the plans themselves (the data before and after), so it
 always describes exactly what was written.
+
+The fields (``format`` 1)::
+
+    {
+      "format": 1,
+      "config": "<the main config this record sits beside>",
+      "files": {
+        "<path>": {
+          "original": "<SHA-256 before gpuready first changed it; null: gpuready created it>",
+          "written": "<SHA-256 after gpuready's last change>",
+          "drop_in": true,     # optional: the drop-in ``configure --drop-in`` wrote
+          "whole_file": true   # optional: gpuready wrote the whole text (see below)
+        }
+      },
+      "settings": [{"file": "<path>", "kind": "runtime" | "enable_cdi" | ..., ...}]
+    }
+
+``configure`` records the config (and drop-in) it edits; ``setup`` records the same for the
+config, and each other file it writes (the CDI spec, the RuntimeClass manifest, the toolkit
+files) as a ``whole_file``: a file with no settings of gpuready's inside, so ``unconfigure``
+restores its original, or removes it when gpuready created it, only while it still holds what
+gpuready wrote, and leaves it as it is once it was changed. A record without ``whole_file``
+(every record ``configure`` writes) reads as before.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,9 +90,13 @@ def record_changes(
     main: Path,
     runtime_name: str,
     drop_in: Path | None = None,
+    whole: Collection[Path] = (),
 ) -> dict[str, Any]:
     """The record after ``plans`` are written: ``previous`` (kept where it already says what
-    a setting was before gpuready) plus what these plans add."""
+    a setting was before gpuready) plus what these plans add.
+
+    A plan whose path is in ``whole`` is recorded as a ``whole_file``, without settings.
+    """
     record: dict[str, Any] = json.loads(json.dumps(previous)) if previous else {
         "format": FORMAT, "config": str(main), "files": {}, "settings": []
     }
@@ -81,6 +108,9 @@ def record_changes(
         entry["written"] = sha256(plan.after)
         if drop_in is not None and plan.path == drop_in:
             entry["drop_in"] = True
+        if plan.path in whole:
+            entry["whole_file"] = True
+            continue
         known = {(s["file"], s["kind"], s.get("name")) for s in record["settings"]}
         for setting in settings_added(plan, runtime_name=runtime_name):
             if entry["original"] is None and setting["kind"] != "runtime":

@@ -2,18 +2,18 @@
 
 containerd 1.x and 2.x read the same file differently: 1.x replaces a plugin table from a later
 imported file whole, 2.x merges it key by key; 2.x matches runc option keys case-insensitively,
-1.x by exact field name. The release comes from ``containerd --version`` when it can be run, from
-the user's ``--containerd-version``, or else from the config ``version`` (1 and 2 are files for
-1.x, 3 and 4 files for 2.x).
+1.x by exact field name. Which line a node runs is decided in one place,
+:func:`gpuready.containerd.lines.node_line`; this module gives the rules its answer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from gpuready.containerd.installed import installed_release
-from gpuready.containerd.versions import max_version_for, parse_release
-from gpuready.errors import UsageError
+from gpuready.containerd.lines import NodeLine, node_line
+from gpuready.containerd.lines import from_config_version as _line_of_version
+from gpuready.containerd.versions import max_version_for
 
 
 @dataclass(frozen=True)
@@ -21,12 +21,13 @@ class Semantics:
     """The containerd release line whose rules apply, and where that knowledge came from.
 
     ``release`` is ``(major, minor)`` when a real release is known; only then is the highest
-    loadable config version known.
+    loadable config version known. ``line`` is the modelled line (:mod:`gpuready.containerd.lines`).
     """
 
     major: int
     release: tuple[int, int] | None
     source: str
+    line: NodeLine | None = None
 
     @property
     def max_config_version(self) -> int | None:
@@ -41,38 +42,28 @@ class Semantics:
         return f"containerd {self.major}.x"
 
 
+def of_line(line: NodeLine) -> Semantics:
+    """The semantics of a decided node line."""
+    return Semantics(line.major, line.release, line.source, line)
+
+
 def from_flag(text: str) -> Semantics:
     """The semantics of a ``--containerd-version`` value such as ``1.6.20`` or ``2.1``."""
-    release = parse_release(text)
-    if release is None or release[0] not in (1, 2):
-        raise UsageError(f"--containerd-version {text!r}: expected a release such as 1.7.20 or 2.1")
-    return Semantics(release[0], release, "--containerd-version")
+    return of_line(node_line(root=None, flag=text, config_version=None))
 
 
 def from_config_version(version: object) -> Semantics:
     """The semantics implied by a config ``version``: 1 and 2 are 1.x files, 3 and 4 are 2.x."""
-    major = 2 if isinstance(version, int) and not isinstance(version, bool) and version >= 3 else 1
-    return Semantics(major, None, "config version")
+    return of_line(_line_of_version(version))
 
 
-def probe_installed() -> Semantics | None:
-    """Ask the installed ``containerd --version``; None when it cannot be run or read."""
-    release = installed_release()
-    if release is None or release[0] not in (1, 2):
-        return None
-    return Semantics(release[0], release, "containerd --version")
-
-
-def choose(*, flag: str | None, probe: bool, config_version: object) -> Semantics:
-    """The semantics to apply.
-
-    An explicit ``--containerd-version`` wins (the user may be checking a copy of another node's
-    files), then the installed containerd when ``probe`` is set, then the config's version.
-    """
-    if flag:
-        return from_flag(flag)
-    if probe:
-        found = probe_installed()
-        if found:
-            return found
-    return from_config_version(config_version)
+def choose(
+    *, flag: str | None, probe: bool, config_version: object, root: Path | str | None = None
+) -> Semantics:
+    """The semantics to apply: ``--containerd-version``, else (``probe``) what the node says
+    (the installed containerd for this machine, the package database under a ``root``), else
+    the config's version."""
+    if not probe:
+        root = None
+    return of_line(node_line(root=root, flag=flag, config_version=config_version,
+                             ask_installed=probe))

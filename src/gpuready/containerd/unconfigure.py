@@ -8,6 +8,9 @@ For each file in the record:
   changed on a runtime that was there; ``enable_cdi`` and ``cdi_spec_dirs`` it set; the
   ``imports`` entries it added), and a ``default_runtime_name`` it changed gets its old value
   back. A setting the operator changed since is left alone.
+- a whole file gpuready wrote (``setup``'s CDI spec, RuntimeClass manifest and toolkit files):
+  restored or removed as above while it is unchanged; once edited it is left as it is, and the
+  output says so.
 
 Then the record itself is removed. Without a record there is nothing to do: gpuready never
 guesses what it added.
@@ -61,7 +64,7 @@ def plan_file(
     backup = backup_path(path)
     if sha256(current) == entry.get("written"):
         if entry.get("original") is None:
-            return [Plan(path, current, None, "remove the drop-in gpuready wrote")]
+            return [Plan(path, current, None, _removal(entry))]
         original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
         if sha256(original) == entry.get("original"):
             return [
@@ -77,10 +80,30 @@ def plan_file(
             plans.append(Plan(backup, original, None,
                               "remove the backup (the file is the original again)"))
         return plans
+    if entry.get("whole_file"):
+        return [_left_as_it_is(path, current, entry)]
     after = remove_settings(path, current, settings)
     summary = "remove what gpuready added (the file was edited since)" if after != current else (
         "nothing of gpuready's left in it")
     return [Plan(path, current, after, summary)]
+
+
+def _removal(entry: Mapping[str, Any]) -> str:
+    """What removing a file gpuready created is, in the output."""
+    if entry.get("drop_in"):
+        return "remove the drop-in gpuready wrote"
+    return "remove the file gpuready created"
+
+
+def _left_as_it_is(path: Path, current: str, entry: Mapping[str, Any]) -> Plan:
+    """A whole file gpuready wrote that it cannot take back (edited since, or its original no
+    longer in the backup): never edited, never removed; the summary says why it stays."""
+    if sha256(current) == entry.get("written"):  # its original backup is gone or changed
+        why = f"its original is no longer in {backup_path(path).name}"
+    else:
+        why = "changed since gpuready wrote it"
+    return Plan(path, current, current, f"{why}: left as it is (remove it by hand if it is no "
+                "longer needed)")
 
 
 def remove_settings(path: Path, text: str, settings: list[Mapping]) -> str:

@@ -47,6 +47,7 @@ class VerifyOptions:
     probe_binary: Path = Path("/bin/busybox")
     timeout: float = 10.0
     probe_timeout: float = 60.0
+    containerd_version: str | None = None  # the line the operator says the node runs
 
 
 @dataclass
@@ -203,6 +204,22 @@ def running_lines(version: RuntimeVersion) -> tuple[Line, ...]:
     return decoding.lines_for(major=major, release=release)
 
 
+def line_check(expected: str, version: RuntimeVersion) -> live_checks.CheckResult:
+    """The running containerd is of the line ``--containerd-version`` names (the line every
+    static verdict about this node was given for)."""
+    from gpuready.containerd.lines import from_release_text, line_for_release
+
+    wanted = from_release_text(expected, source="--containerd-version").line
+    release = parse_release(version.runtime_version or "")
+    running = line_for_release(release)[0] if release else None
+    outcome = live_checks.Outcome.OK if running == wanted else live_checks.Outcome.FAILED
+    shown = version.runtime_version or "an unknown release"
+    return live_checks.CheckResult(
+        "containerd line", outcome,
+        f"the running containerd is {shown} ({running or 'no line gpuready models'}); "
+        f"--containerd-version says {wanted}", on_disk=str(wanted), live=shown)
+
+
 def verify_live(options: VerifyOptions, *, connect=CriClient) -> LiveReport:
     """Compare the running containerd with the file on disk, check RuntimeClasses, and probe.
 
@@ -244,6 +261,8 @@ def verify_live(options: VerifyOptions, *, connect=CriClient) -> LiveReport:
             checks=live_checks.compare(disk, live, context),
         )
         report.checks += live_checks.runtimeclass_checks(classes, disk, live, context)
+        if options.containerd_version:
+            report.checks.append(line_check(options.containerd_version, version))
         if options.probe:
             report.probe, report.pause_image = probe(client, options, live, disk, version)
     return report

@@ -193,6 +193,17 @@ class ConfigContext:
         """The runtime handlers registered in the table containerd reads."""
         return facts.runtimes(self.data, self.spec)
 
+    @functools.cached_property
+    def loaded(self):
+        """What the node's containerd line loads from these files over its own defaults
+        (:class:`gpuready.containerd.model.Loaded`): the verdict every command shares."""
+        from gpuready.containerd.lines import from_config_version
+        from gpuready.containerd.model import build
+
+        line = self.semantics.line or from_config_version(self.spec.number)
+        return build([(file.path, file.data) for file in self.files if file.data is not None],
+                     line)
+
 
 @dataclass
 class RuntimeClassDocument:

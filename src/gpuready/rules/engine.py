@@ -127,6 +127,7 @@ def _doctor(options, selected, config_path, runtimeclass_paths, containerd_versi
         flag=containerd_version,
         probe=probe,
         config_version=main.data.get("version") if main.data else None,
+        root=options.root,
     )
     files, missing = load_imports(main, options=options) if main.data else ([main], [])
     problems: list[Problem] = []

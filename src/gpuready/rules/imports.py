@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,22 +22,56 @@ from gpuready.node import FileKind, Node
 from gpuready.rules.context import FileContext, Options
 from gpuready.rules.placement import CRI_TABLES
 
+# Planned texts by resolved host path (None: the file is to be removed).
+Overrides = Mapping[Path, "str | None"]
+
 APPENDED_KEYS = ("disabled_plugins", "required_plugins", "imports")
 _GLOB_CHARS = ("*", "?", "[")
 
 
-def resolve(entry: str, importer: Path, *, node: Node) -> list[Path] | None:
-    """The files an ``imports`` entry names; None for a plain path that does not exist."""
+def resolve(
+    entry: str, importer: Path, *, node: Node, overrides: Overrides | None = None
+) -> list[Path] | None:
+    """The files an ``imports`` entry names; None for a plain path that does not exist.
+
+    ``overrides`` are files as they will be (None: removed), keyed by resolved host path: a
+    planned drop-in is found by the glob that will match it.
+    """
     pattern = node.path(entry) if entry.startswith("/") else importer.parent / entry
     if any(char in entry for char in _GLOB_CHARS):
-        return [path for path in node.glob(pattern) if node.is_file(path)]
+        found = [path for path in node.glob(pattern) if node.is_file(path)]
+        if overrides:
+            found = _overlaid(found, pattern, node=node, overrides=overrides)
+        return found
+    if overrides and node.resolve(pattern) in overrides:
+        return [pattern] if overrides[node.resolve(pattern)] is not None else None
     return [pattern] if node.is_file(pattern) else None
 
 
+def _overlaid(found: list[Path], pattern: Path, *, node: Node, overrides: Overrides) -> list[Path]:
+    """``found`` with the planned files that match ``pattern`` added and removed ones taken out."""
+    import fnmatch
+
+    kept = {node.resolve(path): path for path in found}
+    parts = Path(os.path.abspath(pattern)).parts
+    for path, text in overrides.items():
+        candidate = path.parts
+        matches = len(candidate) == len(parts) and all(
+            fnmatch.fnmatch(candidate[index], part)
+            and (not candidate[index].startswith(".") or part.startswith("."))
+            for index, part in enumerate(parts))
+        if matches and text is not None:
+            kept.setdefault(path, path)
+        elif path in kept and text is None:
+            del kept[path]
+    return sorted(kept.values())
+
+
 def load_imports(
-    main: FileContext, *, options: Options
+    main: FileContext, *, options: Options, overrides: Overrides | None = None
 ) -> tuple[list[FileContext], list[tuple[FileContext, str]]]:
-    """Every file containerd reads, main first, and the import entries that name no file."""
+    """Every file containerd reads, main first, and the import entries that name no file;
+    ``overrides`` (see :func:`resolve`) stand in for the files they name."""
     files: list[FileContext] = []
     missing: list[tuple[FileContext, str]] = []
     seen: set[Path] = set()
@@ -49,13 +84,15 @@ def load_imports(
         if file.data is None:
             return
         for entry in facts.imports(file.data):
-            found = resolve(entry, file.path, node=node)
+            found = resolve(entry, file.path, node=node, overrides=overrides)
             if found is None:
                 missing.append((file, entry))
                 continue
             for path in found:
                 if node.resolve(path) not in seen:
-                    text = node.read_text(path, kind=FileKind.CONFIG)
+                    planned = overrides.get(node.resolve(path)) if overrides else None
+                    text = planned if planned is not None else node.read_text(
+                        path, kind=FileKind.CONFIG)
                     visit(FileContext(path, text, options=options))
 
     visit(main)

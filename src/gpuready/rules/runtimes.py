@@ -69,7 +69,15 @@ class RuntimeNotRegistered(Rule):
 
     def check(self, ctx: ConfigContext) -> Iterator[Problem]:
         name = ctx.options.runtime_name
-        if name in ctx.runtimes():
+        loaded = ctx.loaded
+        if name in loaded.runtimes:
+            return
+        if name in ctx.runtimes():  # written, but the node's line does not read it
+            why = loaded.unread or loaded.why_not_loaded(name)
+            yield ctx.report(self, f"runtime {name!r} is not loaded: {why}",
+                             ctx.spec.runtime_path(name),
+                             fix="write the config in a version this containerd reads "
+                             "(gpuready migrate, or a config of its own version)")
             return
         if any(
             file.data is not None and runtime_written_elsewhere(file.data, ctx.spec, name)
@@ -242,8 +250,10 @@ class DefaultRuntimeMissing(Rule):
     """`default_runtime_name` names a runtime that is not registered.
 
     ## What it does
-    Reports a `default_runtime_name` other than `runc` (which containerd always defines) that
-    names no table under `containerd.runtimes`.
+    Reports a `default_runtime_name` that names no runtime the node's containerd loads. Mostly
+    a name other than `runc`; but containerd 1.x fills in `runc` only while no file writes a
+    `runtimes` table: a table that names only other runtimes (as `nvidia-ctk` 1.20 leaves
+    Debian's stock file) removes `runc` too.
 
     ## Why is this bad?
     The CRI plugin fails to load ("no corresponding runtime configured in
@@ -270,8 +280,21 @@ class DefaultRuntimeMissing(Rule):
     scope = Scope.CONFIG
 
     def check(self, ctx: ConfigContext) -> Iterator[Problem]:
-        default = facts.default_runtime_name(ctx.data, ctx.spec)
-        if default == facts.RUNC_DEFAULT_NAME or default in ctx.runtimes():
+        loaded = ctx.loaded
+        default = loaded.default_runtime
+        if default in loaded.runtimes or loaded.unread:
+            return
+        if default == facts.RUNC_DEFAULT_NAME:
+            # containerd 1.x: a runtimes table in a file replaces the built-in runc whole
+            yield ctx.report(
+                self,
+                f"default_runtime_name {default!r} names no runtime {loaded.line.line} loads: "
+                f"the runtimes table replaces its built-in runc, and the CRI plugin will not "
+                "load (no pod starts)",
+                ctx.spec.runtimes_path,
+                fix=f'add [{render_key_path(ctx.spec.runtime_path(default))}] with runtime_type '
+                f'= "{RECOMMENDED_RUNTIME_TYPE}" (gpuready configure writes it)',
+            )
             return
         yield ctx.report(
             self,

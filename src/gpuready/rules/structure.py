@@ -132,9 +132,11 @@ class VersionUnsupported(Rule):
     version the installed containerd loads (1.x: 2; 2.0–2.2: 3; 2.3: 4) when that is known.
 
     ## Why is this bad?
-    containerd refuses to start: "containerd config version `3` is not supported, the max
-    version is `2`". A config copied from a newer node (`containerd config dump` on 2.3 prints
-    `version = 4`) takes the old node down.
+    containerd 2.x refuses to start on a version above the one it reads. containerd 1.x starts
+    and silently leaves every plugin table of a version 3 or 4 file unread (Debian's 1.6.20
+    `config dump` exits 0 and drops them): the GPU runtime registered there never loads. A
+    config copied from a newer node (`containerd config dump` on 2.3 prints `version = 4`)
+    takes the old node down either way.
 
     ## Example
     ```toml
@@ -180,10 +182,14 @@ class VersionUnsupported(Rule):
         semantics = ctx.semantics
         maximum = semantics.max_config_version if semantics else None
         if maximum is not None and value > maximum:
+            # 2.x refuses to start; 1.x starts and leaves the plugin tables under names it does
+            # not know unread (recorded on 1.6.20: `config dump` exits 0 and drops them)
+            outcome = (f"it refuses to start with version {value}" if semantics.major == 2
+                       else f"it starts on version {value} but reads none of its plugin tables "
+                       "(no runtime registered there is loaded)")
             yield ctx.report(
                 self,
-                f"{semantics.label} loads config versions up to {maximum}; it refuses to start "
-                f"with version {value}",
+                f"{semantics.label} loads config versions up to {maximum}; {outcome}",
                 ("version",),
                 fix=f"write a version {maximum} config (runtimes under "
                 f"{render_key_path(VERSIONS[maximum].runtimes_path)}), or upgrade containerd",

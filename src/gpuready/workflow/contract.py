@@ -14,6 +14,7 @@ from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.document import parse_toml
+from gpuready.containerd.model import Loaded
 from gpuready.containerd.versions import render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
@@ -207,23 +208,24 @@ def check_runtimeclass(manifest: Mapping[str, Any], config: ConfigFacts) -> list
     ]
 
 
-def check_config(config: ConfigFacts) -> list[Check]:
-    """runc and the NVIDIA runtime registered, runc the default, SystemdCgroup a boolean true."""
-    systemd = facts.runtime_options(config.runtime).get("SystemdCgroup")
-    runtime_type = (config.runtime or {}).get("runtime_type")
+def check_config(config: ConfigFacts, loaded: Loaded | None = None) -> list[Check]:
+    """runc and the NVIDIA runtime loaded, runc the default, SystemdCgroup a boolean true.
+
+    ``loaded`` is what the node's containerd line loads from config.toml and its imports
+    (:mod:`gpuready.containerd.model`): a runtime is loaded when the line's CRI plugin loads and
+    holds it, the verdict ``lint``, ``doctor`` and the never-break gate give. Without it, the
+    runtimes written in config.toml decide.
+    """
+    runtime = loaded.runtimes.get(config.runtime_name) if loaded else config.runtime
+    systemd = facts.runtime_options(runtime).get("SystemdCgroup")
+    runtime_type = (runtime or {}).get("runtime_type")
+    default = loaded.default_runtime if loaded else config.default_runtime
     return [
-        Check(
-            "runc registered",
-            "runc" in config.runtimes,
-            f"runtimes in [{config.runtime_table}]: {', '.join(config.runtimes) or 'none'}",
-            "keep the runc runtime: it runs every pod without a RuntimeClass",
-        ),
-        Check(
-            f"runtime {config.runtime_name} registered",
-            config.runtime is not None,
-            f"runtimes in [{config.runtime_table}]: {', '.join(config.runtimes) or 'none'}",
-            f"run 'gpuready configure' to add [{config.runtime_table}.{config.runtime_name}]",
-        ),
+        _loaded_check("runc registered", "runc", config, loaded,
+                      "keep the runc runtime: it runs every pod without a RuntimeClass"),
+        _loaded_check(f"runtime {config.runtime_name} registered", config.runtime_name, config,
+                      loaded, f"run 'gpuready configure' to add "
+                      f"[{config.runtime_table}.{config.runtime_name}]"),
         Check(
             f"runtime {config.runtime_name} has a runtime_type",
             isinstance(runtime_type, str) and bool(runtime_type),
@@ -232,8 +234,8 @@ def check_config(config: ConfigFacts) -> list[Check]:
         ),
         Check(
             "default_runtime_name is runc",
-            config.default_runtime == EXPECTED_DEFAULT,
-            f"default_runtime_name = {config.default_runtime!r}",
+            default == EXPECTED_DEFAULT,
+            f"default_runtime_name = {default!r}",
             'set default_runtime_name = "runc"; GPU pods opt in with the RuntimeClass',
         ),
         Check(
@@ -243,6 +245,37 @@ def check_config(config: ConfigFacts) -> list[Check]:
             "write SystemdCgroup = true (a TOML boolean, without quotes) in the runtime's options",
         ),
     ]
+
+
+def _loaded_check(name: str, runtime: str, config: ConfigFacts, loaded: Loaded | None,
+                  fix: str) -> Check:
+    """``runtime`` is loaded (``loaded`` given) or written in config.toml (not given)."""
+    if loaded is None:
+        return Check(name, runtime in config.runtimes,
+                     f"runtimes in [{config.runtime_table}]: "
+                     f"{', '.join(config.runtimes) or 'none'}", fix)
+    why = loaded.why_not_loaded(runtime)
+    if why is None:
+        return Check(name, True, f"{loaded.line.label} loads runtimes "
+                                 f"{', '.join(sorted(loaded.runtimes))}")
+    if loaded.cri_error and loaded.default_runtime not in loaded.runtimes:
+        fix = (f"add the runtime table of {loaded.default_runtime} (containerd 1.x drops its "
+               "built-in runc once a file names any runtime): 'gpuready configure' writes it")
+    return Check(name, False, why, fix)
+
+
+def node_loaded(files: NodeFiles, read: Callable[[Path], str], line) -> Loaded | None:
+    """What ``line`` (a :class:`~gpuready.containerd.lines.NodeLine`) loads from config.toml as
+    ``read`` gives it, with the imports on the node; None when it cannot be read (the parse check
+    says why)."""
+    from gpuready.containerd.model import load_node
+    from gpuready.errors import GpureadyError
+
+    try:
+        return load_node(files.config, node=files.node, line=line,
+                         overrides={files.config: read(files.config)})
+    except GpureadyError:
+        return None
 
 
 def check_cgroup_drivers(config: ConfigFacts, node: Node) -> list[Check]:
@@ -295,17 +328,24 @@ def _equals(name: str, actual: object, expected: str) -> Check:
 
 
 def contract_checks(
-    files: NodeFiles, runtime_name: str, read: Callable[[Path], str]
+    files: NodeFiles, runtime_name: str, read: Callable[[Path], str], *,
+    containerd_version: str | None = None,
 ) -> list[Check]:
-    """Every check of the contract, reading each file through ``read``."""
+    """Every check of the contract, reading each file through ``read``; the runtimes are judged
+    on the node's containerd line (``containerd_version``, else as the node tells,
+    :func:`gpuready.containerd.lines.node_line`)."""
+    from gpuready.containerd.lines import node_line
+
     try:
         config = read_config_facts(read(files.config), files.config, runtime_name)
     except InputError as error:
         return [Check("config.toml parses", False, error.message(),
                       "fix the file as the message says (at its line and column), or write it "
                       "with 'gpuready setup'; then run 'gpuready check' again")]
+    line = node_line(root=files.node.root, flag=containerd_version,
+                     config_version=config.version)
     checks = [Check("config.toml parses", True, f"{files.config}: version {config.version}")]
-    checks += check_config(config)
+    checks += check_config(config, node_loaded(files, read, line))
     checks += check_cgroup_drivers(config, files.node)
     try:
         manifest = load_mapping(read(files.runtimeclass), files.runtimeclass)

@@ -8,13 +8,16 @@ last); nothing here writes. The command line shows the plans or hands them to
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpuready.changeset import apply_all
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
 from gpuready.containerd.document import load_config
 from gpuready.containerd.dropin import DropIn, plan_drop_in
+from gpuready.containerd.gate import Guard, Intent
+from gpuready.containerd.lines import NodeLine
 from gpuready.containerd.record import (
     RECORD_SUFFIX,
     load_record,
@@ -30,11 +33,13 @@ from gpuready.plan import Plan
 
 @dataclass(frozen=True)
 class NodeConfig:
-    """The main config gpuready works on, the node root, and the containerd line reading it."""
+    """The main config gpuready works on, the node root, and the containerd line reading it
+    (``line``: None where no change to containerd's files is judged)."""
 
     config: Path
     root: Path
     major: int
+    line: NodeLine | None = None
 
     @property
     def node(self) -> Node:
@@ -51,13 +56,36 @@ def plan_configure_node(
         plans = [plan_configure(main, request)]
     else:
         plans = plan_drop_in(main, drop_in, request, root=node.root, major=node.major)
-    return [*plans, plan_record(node, plans, request=request, drop_in=drop_in)]
+    guard = configure_guard(node, request)
+    if guard is not None:
+        from gpuready.containerd.keep_default import keep_default_runtime
+
+        plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
+    return guarded([*plans, plan_record(node, plans, request=request, drop_in=drop_in)], guard)
+
+
+def configure_guard(node: NodeConfig, request: ConfigureRequest) -> Guard | None:
+    """The never-break gate for registering ``request`` on ``node`` (None: no line decided)."""
+    if node.line is None:
+        return None
+    confirmed = request.runtime.default_confirmed
+    return Guard(node.config, node.root, node.line,
+                 Intent(adds=request.runtime.name, confirmed=confirmed))
+
+
+def guarded(plans: list[Plan], guard: Guard | None) -> list[Plan]:
+    """``plans`` carrying ``guard``: the one writer checks it before writing any of them."""
+    if guard is None:
+        return plans
+    return [replace(plan, guard=guard) for plan in plans]
 
 
 def plan_record(
-    node: NodeConfig, plans: list[Plan], *, request: ConfigureRequest, drop_in: DropIn | None
+    node: NodeConfig, plans: list[Plan], *, request: ConfigureRequest, drop_in: DropIn | None,
+    whole: Collection[Path] = (),
 ) -> Plan:
-    """The record of what ``plans`` add, merged into the record already there."""
+    """The record of what ``plans`` add, merged into the record already there (the files in
+    ``whole`` recorded as whole files, see :mod:`gpuready.containerd.record`)."""
     config = node.config
     path = record_path(config)
     before = node.node.read_text_or_none(path, kind=FileKind.NODE_FACT)
@@ -66,14 +94,25 @@ def plan_record(
             path, None, None, "nothing to record")
     record = record_changes(
         load_record(config, node=node.node), plans, main=config, runtime_name=request.runtime.name,
-        drop_in=drop_in.path if drop_in else None,
+        drop_in=drop_in.path if drop_in else None, whole=whole,
     )
     return Plan(path, before, render_record(record), "record what gpuready added")
 
 
 def plan_unconfigure_node(node: NodeConfig) -> list[Plan]:
-    """Take back what the record says gpuready added (an empty list: nothing recorded)."""
-    return plan_unconfigure(node.config, node=node.node)
+    """Take back what the record says gpuready added (an empty list: nothing recorded).
+
+    The gate lets the runtimes the record names go, and nothing else: an operator who made
+    ``nvidia`` the default by hand is not left with a default that names no runtime."""
+    plans = plan_unconfigure(node.config, node=node.node)
+    if node.line is None or not plans or not node.node.is_file(node.config):
+        return plans
+    if any(plan.path == node.config and plan.after is None for plan in plans):
+        return plans  # a config gpuready created goes: containerd runs its defaults, as before
+    record = load_record(node.config, node=node.node) or {"settings": []}
+    removes = frozenset(setting.get("name") for setting in record["settings"]
+                        if setting.get("kind") == "runtime" and setting.get("name"))
+    return guarded(plans, Guard(node.config, node.root, node.line, Intent(removes=removes)))
 
 
 def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
@@ -130,4 +169,19 @@ def plan_migrate_node(node: NodeConfig, *, to: int) -> list[Plan]:
             continue
         after = restyle(before, migrate_text(without_bom(before), file.path, to=to))
         plans.append(Plan(file.path, before, after, f"migrate version {version} to {to}"))
-    return plans
+    return guarded(plans, migrate_guard(node, to=to))
+
+
+def migrate_guard(node: NodeConfig, *, to: int) -> Guard | None:
+    """The gate for a migration: judged by the line that will read version ``to`` (the node's
+    when it reads it, else the first line that does), it must load every runtime loaded now."""
+    from gpuready.containerd.lines import LINE_OF_CONFIG_VERSION, LINES, NodeLine
+
+    if node.line is None:
+        return None
+    line = node.line
+    if line.line.max_config_version < to and line.release is None:
+        # only the file's version spoke for the line: judge by the first line that reads ``to``
+        line = NodeLine(LINES[LINE_OF_CONFIG_VERSION[to]], None,
+                        f"the line that reads version {to}")
+    return Guard(node.config, node.root, line)

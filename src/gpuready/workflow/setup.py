@@ -5,11 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from gpuready.changeset import write_all
+from gpuready.changeset import apply_all, locked_all
 from gpuready.containerd import facts
 from gpuready.containerd.base import choose_base
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
 from gpuready.containerd.document import load_config_text
+from gpuready.containerd.gate import Guard, Intent
+from gpuready.containerd.keep_default import keep_default_runtime
+from gpuready.containerd.lines import node_line
+from gpuready.containerd.model import file_version
+from gpuready.containerd.record import record_path
 from gpuready.containerd.register import CGROUP_NOTE, RuntimeRequest
 from gpuready.fsio import backup_path
 from gpuready.kubernetes import runtimeclass
@@ -18,6 +23,7 @@ from gpuready.owners.detect import Detection
 from gpuready.plan import Plan
 from gpuready.workflow import contract
 from gpuready.workflow.contract import Check, NodeFiles
+from gpuready.workflow.daytwo import NodeConfig, is_record, journal_order, plan_record
 from gpuready.workflow.staging import Staging
 from gpuready.yamlfile import load_mapping
 
@@ -34,6 +40,7 @@ class SetupOptions:
     dry_run: bool = False
     enable_cri: bool = False
     detection: Detection | None = None  # who owns containerd (None: plain containerd)
+    containerd_version: str | None = None  # --containerd-version: the line reading the files
 
     @property
     def owned(self) -> bool:
@@ -65,6 +72,10 @@ class SetupResult:
     notes: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     without_effect: list[str] = field(default_factory=list)
+    # configs whose changes are recorded setting by setting (edited in place, or created from a
+    # base); every other file setup writes is recorded as a whole file
+    edited_configs: list[Path] = field(default_factory=list)
+    record: Path | None = None  # the record this run wrote, when it changed
 
     @property
     def ok(self) -> bool:
@@ -77,21 +88,49 @@ def run_setup(options: SetupOptions) -> SetupResult:
 
     Every step is first planned in memory (each parsing what the step before would write), so
     bad input stops the run before anything is written. A real run then writes every planned
-    file as one transaction (:func:`gpuready.changeset.write_all`: on a failure, such as a full
+    file as one transaction (:func:`gpuready.changeset.apply_all`: on a failure, such as a full
     disk, the files already written get their previous bytes back) and checks the contract on
     the files as they are on disk.
+
+    On plain containerd the transaction also keeps the record beside the config of what it
+    changed (:mod:`gpuready.containerd.record`), so ``unconfigure`` can take it back; a dry run
+    writes no record.
     """
     result = _run_steps(options)
     if options.dry_run:
         return result
-    write_all(result.plans, node=options.node)
     files, read = NodeFiles.on(options.node, options.toolkit_dir), None
+    _write(options, result, config=None if options.owned else files.config)
     if options.detection is not None:
         from gpuready.owners.effective import contract_view
 
         files, read = contract_view(options.detection.owner, options.node, files)
-    result.checks = contract.contract_checks(files, options.request.name, read or files.read)
+    result.checks = contract.contract_checks(files, options.request.name, read or files.read,
+                                             containerd_version=options.containerd_version)
     return result
+
+
+def _write(options: SetupOptions, result: SetupResult, *, config: Path | None) -> None:
+    """Write every planned file as one transaction, with the record of ``config`` (None: no
+    record) first: it is the journal of what the other files are about to become."""
+    plans = list(result.plans)
+    paths = [plan.path for plan in plans] + ([record_path(config)] if config else [])
+    with locked_all(paths, node=options.node):
+        if config is not None:
+            plans.insert(0, plan_setup_record(options, result, config))
+        apply_all(journal_order(plans), node=options.node,
+                  own=[plan.path for plan in plans if is_record(plan)])
+    record = next((plan for plan in plans if is_record(plan) and plan.changes), None)
+    if record is not None:
+        result.plans.append(record)
+        result.record = record.path
+
+
+def plan_setup_record(options: SetupOptions, result: SetupResult, config: Path) -> Plan:
+    """The record of what this run changes, merged into the one already beside ``config``."""
+    whole = {plan.path for plan in result.plans} - set(result.edited_configs)
+    return plan_record(NodeConfig(config, options.node.root, major=1), result.plans,
+                       request=ConfigureRequest(options.request), drop_in=None, whole=whole)
 
 
 def _run_steps(options: SetupOptions) -> SetupResult:
@@ -109,7 +148,8 @@ def _run_steps(options: SetupOptions) -> SetupResult:
     _write_cdi(options, files, staging, result)
     _write_runtimeclass(files, staging, result, config)
     _write_report(files, staging, result, config)
-    result.checks = contract.contract_checks(files, options.request.name, staging.read)
+    result.checks = contract.contract_checks(files, options.request.name, staging.read,
+                                             containerd_version=options.containerd_version)
     result.without_effect = _without_effect(options, files, staging)
     return result
 
@@ -126,16 +166,31 @@ def _stage_and_register(
     options: SetupOptions, files: NodeFiles, staging: Staging, result: SetupResult
 ) -> contract.ConfigFacts:
     """Steps 1-3: stage the base config and register the runtime with its options."""
-    base = choose_base(node=options.node, config_path=files.config, base=options.base)
+    told = node_line(root=options.node.root, flag=options.containerd_version,
+                     config_version=None)
+    base = choose_base(node=options.node, config_path=files.config, base=options.base,
+                       release=told.release)
     origin_path = options.base or files.config
 
     def compute(current: str | None) -> Plan:
         text = current if base.keeps_existing and current is not None else base.text
         request = ConfigureRequest(options.request, enable_cri=options.enable_cri)
         planned = plan_configure(load_config_text(text, origin_path), request)
-        return Plan(files.config, current, planned.after, planned.summary, planned.notes)
+        plan = Plan(files.config, current, planned.after, planned.summary, planned.notes)
+        line = told if told.release else node_line(
+            root=options.node.root, flag=None, config_version=file_version(planned.after))
+        # --base replacing a config is the operator's choice of the whole file: how the
+        # default runtime runs may change with it, but no runtime may be lost
+        confirmed = options.request.default_confirmed or (
+            options.base is not None and not base.keeps_existing)
+        guard = Guard(files.config, options.node.root, line, Intent(
+            adds=options.request.name, confirmed=confirmed))
+        plan = keep_default_runtime([plan], guard, beside=options.request.name)[0]
+        return replace(plan, guard=guard)
 
     plan = staging.edit(files.config, compute)
+    if base.keeps_existing or plan.before is None:  # not a file replaced by the base
+        result.edited_configs.append(files.config)
     # The cgroup verdict is a check of its own (the same as doctor's), not a note.
     result.notes.extend(n for n in plan.notes if not n.startswith(CGROUP_NOTE))
     staged = _staged(base, plan, dry_run=options.dry_run)

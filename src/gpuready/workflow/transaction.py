@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from gpuready.changeset import locked_all, new_backups, put_back
 from gpuready.containerd import facts
-from gpuready.containerd.effective import load_effective, staged
+from gpuready.containerd.effective import load_effective
 from gpuready.containerd.installed import installed_release
 from gpuready.containerd.versions import max_version_for, spec_of
 from gpuready.errors import GpureadyError
@@ -42,7 +42,6 @@ from gpuready.plan import Plan
 from gpuready.workflow.daytwo import NodeConfig, is_bookkeeping, write
 
 SYSTEMD_RESTART = "systemctl restart containerd"
-DUMP_TIMEOUT_S = 60.0
 POLL_S = 0.2
 
 
@@ -291,21 +290,11 @@ def _versions_refused(plans: list[Plan], release: tuple[int, int] | None) -> str
 def config_dump(
     node: NodeConfig, candidates: dict[Path, str | None], *, options: RestartOptions
 ) -> dict:
-    """``containerd config dump`` of the node's files with ``candidates`` in place (parsed,
-    the temporary folder's name taken out so two dumps compare)."""
-    with staged(node.config, root=node.root, candidates=candidates) as stage:
-        try:
-            result = subprocess.run(
-                [options.containerd, "--config", str(stage.path(node.config)), "config", "dump"],
-                capture_output=True, text=True, timeout=DUMP_TIMEOUT_S, check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise GpureadyError(f"containerd config dump could not run: {error}") from None
-        if result.returncode != 0:
-            first = (result.stderr.strip().splitlines() or ["no output"])[-1]
-            raise GpureadyError(f"containerd refuses the new files: {first}")
-        text = result.stdout.replace(str(stage.folder), "")
-    return tomllib.loads(text)
+    """``containerd config dump`` of the node's files with ``candidates`` in place."""
+    from gpuready.containerd.dump import config_dump as dump
+
+    return dump(node.config, root=node.root, candidates=candidates,
+                containerd=options.containerd)
 
 
 def restart_and_verify(

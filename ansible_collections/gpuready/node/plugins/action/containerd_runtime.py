@@ -61,14 +61,15 @@ class ActionModule(ActionBase):
 
         mirror = Mirror(RemoteNode(self, task_vars), root=args["root"], local=local)
         runtime = RuntimeChange(mirror, args)
-        major = self._major(runtime, args)
+        line = self._line(runtime)
+        major = line.major
         if args["restart"]:
-            return self._transaction(runtime, args, major=major)
-        change = runtime.plan(major=major)
+            return self._transaction(runtime, args, major=major, line=line)
+        change = runtime.plan(major=major, line=line)
         written = [] if self._task.check_mode else runtime.write(change)
         return self._outcome(runtime, change, written)
 
-    def _transaction(self, runtime, args: dict, *, major: int) -> dict:
+    def _transaction(self, runtime, args: dict, *, major: int, line) -> dict:
         """``restart: true``: gpuready's restart transaction, each step on the node."""
         from ansible_collections.gpuready.node.plugins.plugin_utils.restart import AnsibleHost
         from ansible_collections.gpuready.node.plugins.plugin_utils.runtime import Change
@@ -85,8 +86,8 @@ class ActionModule(ActionBase):
             expect_runtime=None if absent else args["runtime_name"],
             gone_runtime=gone[0] if gone else None,
         )
-        node = runtime.node_config(major=major)
-        outcome = run_transaction(node, lambda: runtime.plan(major=major).plans,
+        node = runtime.node_config(major=major, line=line)
+        outcome = run_transaction(node, lambda: runtime.plan(major=major, line=line).plans,
                                   options=options, dry_run=self._task.check_mode,
                                   host=AnsibleHost(runtime))
         change = Change(outcome.plans, node.config)
@@ -108,22 +109,21 @@ class ActionModule(ActionBase):
         return result
 
     @staticmethod
-    def _major(runtime, args: dict) -> int:
-        """The node's containerd release line (its merge rules decide a drop-in's content)."""
-        if not args["restart"] and (args["state"] != "present" or not runtime.drop_in()):
-            return 1  # in place, and taking back, the rules of both lines agree
+    def _line(runtime):
+        """The node's containerd release line: its merge rules decide a drop-in's content, and
+        the never-break gate judges every change on it."""
+        from gpuready.containerd.lines import NodeLine, from_config_version, line_for_release
         from gpuready.containerd.versions import parse_release
 
         release = parse_release(runtime.mirror.node.ask(["containerd", "--version"]) or "")
         if release and release[0] in (1, 2):
-            return release[0]
+            return NodeLine(line_for_release(release)[0], release,
+                            "containerd --version on the node")
         # No containerd on the node: the config's version says which line reads it.
         text = runtime.mirror.take(runtime.config_node) or ""
         from gpuready.containerd.document import load_config_text
-        from gpuready.containerd.semantics import from_config_version
 
-        version = load_config_text(text, runtime.config).data.get("version")
-        return from_config_version(version).major
+        return from_config_version(load_config_text(text, runtime.config).data.get("version"))
 
     def _outcome(self, runtime, change, written: list) -> dict:
         files = runtime.files(change, written)

@@ -111,24 +111,25 @@ class RuntimeChange:
 
     # -- planning -----------------------------------------------------------------------------
 
-    def plan(self, *, major: int) -> Change:
-        """The plans for the task's ``state``."""
+    def plan(self, *, major: int, line=None) -> Change:
+        """The plans for the task's ``state``; with ``line`` (the node's containerd line), they
+        carry the never-break gate the write checks (:mod:`gpuready.containerd.gate`)."""
         if self.args["state"] == "absent":
-            return self.plan_absent(major=major)
-        return self.plan_present(major=major)
+            return self.plan_absent(major=major, line=line)
+        return self.plan_present(major=major, line=line)
 
-    def plan_present(self, *, major: int) -> Change:
+    def plan_present(self, *, major: int, line=None) -> Change:
         """Register the runtime in the config or in the drop-in; the record's plan last."""
         from gpuready.containerd.configure import ConfigureRequest, plan_configure
         from gpuready.containerd.document import load_config
         from gpuready.containerd.dropin import plan_drop_in
         from gpuready.containerd.register import CgroupMode, RuntimeRequest
-        from gpuready.workflow.daytwo import plan_record
+        from gpuready.workflow.daytwo import configure_guard, guarded, plan_record
 
         if self.mirror.take(self.config_node) is None:
             raise InputError(self.mirror.node_file(str(self.config)), "no such file")
         self.take_record()
-        node = self.node_config(major=major)
+        node = self.node_config(major=major, line=line)
         request = ConfigureRequest(
             runtime=RuntimeRequest(
                 name=self.args["runtime_name"],
@@ -145,13 +146,19 @@ class RuntimeChange:
             self.mirror.take_config_tree(self.config_node)
             self.mirror.take(drop_in.entry)
             plans = plan_drop_in(main, drop_in, request, root=node.root, major=major)
+        guard = configure_guard(node, request)
+        if guard is not None:  # what the node's line loads: every file it imports, copied
+            from gpuready.containerd.keep_default import keep_default_runtime
+
+            self.mirror.take_config_tree(self.config_node)
+            plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
         # The node's names in the texts first: the record keeps the SHA-256 of what is written.
         plans = [replace(plan, before=self.to_node_text(plan.before),
                          after=self.to_node_text(plan.after)) for plan in plans]
         record = plan_record(node, plans, request=request, drop_in=drop_in)
-        return Change([*plans, record], self.config)
+        return Change(guarded([*plans, record], guard), self.config)
 
-    def plan_absent(self, *, major: int) -> Change:
+    def plan_absent(self, *, major: int, line=None) -> Change:
         """Take back what the record says gpuready added (no plans: nothing recorded)."""
         from gpuready.workflow.daytwo import plan_unconfigure_node
 
@@ -164,13 +171,16 @@ class RuntimeChange:
             path = "/" + Path(local).relative_to(self.mirror.local).as_posix()
             node_paths += [path, str(backup_path(Path(path)))]
         self.mirror.take_many(node_paths)
-        return Change(plan_unconfigure_node(self.node_config(major=major)), self.config)
+        if line is not None:
+            self.mirror.take_config_tree(self.config_node)
+        return Change(plan_unconfigure_node(self.node_config(major=major, line=line)),
+                      self.config)
 
-    def node_config(self, *, major: int):
+    def node_config(self, *, major: int, line=None):
         """The copy as gpuready's day-two planners see a node."""
         from gpuready.workflow.daytwo import NodeConfig
 
-        return NodeConfig(config=self.config, root=self.mirror.local, major=major)
+        return NodeConfig(config=self.config, root=self.mirror.local, major=major, line=line)
 
     def drop_in(self):
         """The drop-in ``drop_in`` names in the copy, or None to register in the config."""
@@ -194,8 +204,10 @@ class RuntimeChange:
         gpuready's record goes first when it is written and last when it is removed, as on the
         command line: a run that stops half way leaves a record the next run completes from.
         """
+        from gpuready.changeset import check
         from gpuready.workflow.daytwo import is_record, journal_order
 
+        check(change.plans)  # the never-break gate, as the one writer runs it on the CLI
         written = []
         for plan in journal_order(change.plans):
             if not plan.changes:

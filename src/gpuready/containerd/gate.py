@@ -1,0 +1,310 @@
+"""The never-break gate: a change to containerd's files is written only if the node stays whole.
+
+Before the one writer (:func:`gpuready.changeset.apply_all`) writes a change that carries a
+:class:`Guard`, the guard computes what the node's containerd line loads now and what it would
+load from the files as planned (:mod:`gpuready.containerd.model`), and refuses, nothing written,
+when the change would:
+
+- lose a runtime containerd loads now (other than one the change removes on purpose);
+- stop the CRI plugin from loading, or leave ``default_runtime_name`` naming no runtime (the
+  CRI plugin then fails to load, and no pod starts);
+- not load the GPU runtime it registers;
+- be a config version the node's containerd does not read;
+- without the operator's confirmation: change how the default runtime runs (its type, binary
+  or options, also through a drop-in or an import), make another runtime the default, or turn a
+  runtime of another type (``kata``) into a different one.
+
+Where the node is this machine and its containerd answered ``--version``, that containerd's own
+``config dump`` of the staged files decides what is loaded; a disagreement with the model is
+said in the refusal or the notes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpuready.containerd.lines import NodeLine
+from gpuready.containerd.model import Loaded, build, load_node, without_zero_values
+from gpuready.errors import GpureadyError
+
+CONFIRM_FLAG = "--confirm-every-pod-uses-it"
+
+
+class RefusedError(GpureadyError):
+    """The gate refused the change; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a change means to do to containerd's runtimes.
+
+    ``adds``: the runtime that must be loaded afterwards (configure, setup); ``removes``: the
+    runtimes the change takes away on purpose (unconfigure); ``confirmed``: the operator passed
+    the confirmation for changes to the default runtime.
+    """
+
+    adds: str | None = None
+    removes: frozenset[str] = frozenset()
+    confirmed: bool = False
+
+
+@dataclass
+class Verdict:
+    """What the node loads before and after the change, and why the change is refused (empty:
+    it may be written)."""
+
+    before: Loaded | None
+    after: Loaded
+    refusals: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the change may be written."""
+        return not self.refusals
+
+
+@dataclass(frozen=True)
+class Guard:
+    """The check one change to a node's containerd files must pass before it is written.
+
+    ``main`` is the config containerd is started with (a host path), ``root`` the node's root.
+    """
+
+    main: Path
+    root: Path
+    line: NodeLine
+    intent: Intent = Intent()
+
+    def verdict(self, plans: Sequence[Any], *, ask_installed: bool = True) -> Verdict:
+        """Judge ``plans`` (:class:`gpuready.plan.Plan`) against the node as it is now;
+        ``ask_installed``: let this machine's containerd have the final word where it can."""
+        from gpuready.node import Node
+        from gpuready.workflow.daytwo import is_bookkeeping
+
+        node = Node(self.root)
+        candidates = {plan.path: plan.after for plan in plans
+                      if plan.changes and not is_bookkeeping(plan)}
+        before = _current(self.main, node, self.line)
+        after = load_node(self.main, node=node, line=self.line, overrides=candidates)
+        verdict = Verdict(before, after, notes=list(after.notes))
+        dumped = _installed_dump(self, candidates) if candidates and ask_installed else None
+        if dumped is not None:
+            now, then = dumped
+            verdict.notes += _disagreement(after, then)
+            verdict.before, verdict.after = now, then
+        verdict.refusals = judge(verdict.before, verdict.after, self.intent)
+        return verdict
+
+    def enforce(self, plans: Sequence[Any]) -> Verdict:
+        """:meth:`verdict`, raising :class:`RefusedError` with every reason when it refuses."""
+        verdict = self.verdict(plans)
+        if verdict.refusals:
+            raise RefusedError(refusal_message(self, verdict))
+        return verdict
+
+
+def refusal_message(guard: Guard, verdict: Verdict) -> str:
+    """One line: the config, the line that judged it, every reason, and that nothing changed."""
+    reasons = "; ".join(verdict.refusals)
+    return (f"{guard.main}: refusing the change, it would break the node "
+            f"({guard.line.label}): {reasons}; nothing written")
+
+
+def judge(before: Loaded | None, after: Loaded, intent: Intent) -> list[str]:
+    """The reasons to refuse a change from ``before`` (None: no config yet) to ``after``."""
+    reasons: list[str] = []
+    if after.refused:
+        return [after.refused]
+    if after.unread and (intent.adds or before is None or not before.unread):
+        reasons.append(after.unread)
+    had = before.loaded_runtimes if before is not None else {}
+    lost = sorted(set(had) - set(after.loaded_runtimes) - intent.removes)
+    if before is not None and before.cri_loaded and not after.cri_loaded:
+        reasons.append(f"the CRI plugin would no longer load: {after.cri_error}")
+    elif after.cri_error and (intent.adds or before is None or before.cri_loaded):
+        reasons.append(f"the CRI plugin would not load: {after.cri_error}")
+    if lost and after.cri_loaded:
+        reasons.append(f"runtime(s) {', '.join(lost)} would no longer be loaded")
+    if intent.adds and after.cri_loaded and intent.adds not in after.runtimes:
+        reasons.append(f"runtime {intent.adds!r} would not be loaded")
+    if not intent.confirmed and before is not None and before.cri_loaded and after.cri_loaded:
+        reasons += _default_changes(before, after)
+        reasons += _taken_over(before, after, intent)
+    return reasons
+
+
+def _default_changes(before: Loaded, after: Loaded) -> list[str]:
+    name = after.default_runtime
+    if name != before.default_runtime:
+        return [f"default_runtime_name would change from {before.default_runtime!r} to "
+                f"{name!r}: every pod would run through it (pass {CONFIRM_FLAG} if that is "
+                "meant)"]
+    old = without_zero_values(before.runtimes.get(name, {}))
+    new = without_zero_values(after.runtimes.get(name, {}))
+    if old == new:
+        return []
+    changed = sorted(_changed_keys(old, new))
+    return [f"how the default runtime {name!r} runs would change ({', '.join(changed)}): every "
+            f"pod on the node would be affected (pass {CONFIRM_FLAG} if that is meant)"]
+
+
+def _taken_over(before: Loaded, after: Loaded, intent: Intent) -> list[str]:
+    reasons = []
+    for name, entry in before.runtimes.items():
+        if name == before.default_runtime or name not in after.runtimes:
+            continue
+        old_type = entry.get("runtime_type")
+        new_type = after.runtimes[name].get("runtime_type")
+        if old_type and new_type != old_type:
+            reasons.append(f"runtime {name!r} of type {old_type} would become {new_type} "
+                           f"(choose another --runtime-name, or pass {CONFIRM_FLAG})")
+    return reasons
+
+
+def _changed_keys(old: Mapping[str, Any], new: Mapping[str, Any], at: str = "") -> list[str]:
+    changed = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            changed += _changed_keys(a, b, f"{at}{key}.")
+        elif a != b:
+            changed.append(f"{at}{key}")
+    return changed
+
+
+def _current(main: Path, node, line: NodeLine) -> Loaded | None:
+    """What the node loads now; None when it has no config yet (containerd runs its defaults)."""
+    if not node.is_file(main):
+        return None
+    return load_node(main, node=node, line=line)
+
+
+def _installed_dump(guard: Guard, candidates: Mapping[Path, str | None]):
+    """``(now, then)`` as this machine's containerd dumps them, when the node is this machine
+    and its containerd told the line; None otherwise."""
+    from gpuready.containerd.dump import config_dump
+    from gpuready.node import Node
+
+    if guard.line.source != "containerd --version" or not Node(guard.root).is_host:
+        return None
+    if not Path(guard.main).is_file():
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two processes, waited for side by side
+        asked_now = pool.submit(config_dump, guard.main, root=guard.root, candidates={})
+        asked_then = pool.submit(config_dump, guard.main, root=guard.root, candidates=candidates)
+        try:
+            now = asked_now.result()
+        except GpureadyError:
+            return None  # containerd refuses the files as they are: the model judges the change
+        then = asked_then.result()
+    return build([(guard.main, now)], guard.line), build([(guard.main, then)], guard.line)
+
+
+def _disagreement(model: Loaded, dumped: Loaded) -> list[str]:
+    ours, theirs = sorted(model.runtimes), sorted(dumped.runtimes)
+    if ours == theirs and model.default_runtime == dumped.default_runtime:
+        return []
+    return [f"the installed containerd's config dump loads runtimes {', '.join(theirs) or 'none'}"
+            f" where gpuready's model of {model.line.line} expected "
+            f"{', '.join(ours) or 'none'}: the dump decides"]
+
+
+@dataclass(frozen=True)
+class EngineGuard:
+    """The same gate for Docker's ``daemon.json`` and CRI-O's drop-in, judged on the engine's
+    own reading of its files (``engine.runtimes`` and ``engine.default_runtime``, which merge
+    what the engine merges): no runtime lost, the default runtime kept as it runs, unless
+    ``intent`` says so."""
+
+    engine: Any
+    path: Path
+    root: Path
+    intent: Intent = Intent()
+
+    def enforce(self, plans: Sequence[Any]) -> None:
+        """Raise :class:`RefusedError` when the change to ``path`` would break the node."""
+        from gpuready.node import Node
+
+        node = Node(self.root)
+        plan = next((p for p in plans if p.path == self.path and p.changes), None)
+        if plan is None:
+            return
+        runtimes = self.engine.runtimes(self.path, node=node)
+        default = self.engine.default_runtime(self.path, node=node)
+        planned = planned_node(self.root, {self.path: plan.after})
+        after_runtimes = self.engine.runtimes(self.path, node=planned)
+        after_default = self.engine.default_runtime(self.path, node=planned)
+        reasons = _engine_reasons(runtimes, default, after_runtimes, after_default, self.intent)
+        if reasons:
+            raise RefusedError(f"{self.path}: refusing the change, it would break the node "
+                               f"({self.engine.facts.title}): {'; '.join(reasons)}; nothing "
+                               "written")
+
+
+def _engine_reasons(runtimes: Mapping[str, Any], default: str | None,
+                    after: Mapping[str, Any], after_default: str | None,
+                    intent: Intent) -> list[str]:
+    reasons = []
+    lost = sorted(set(runtimes) - set(after) - intent.removes)
+    if lost:
+        reasons.append(f"runtime(s) {', '.join(lost)} would no longer be configured")
+    if intent.confirmed:
+        return reasons
+    if after_default != default and default not in intent.removes:
+        reasons.append(f"the default runtime would change from {default!r} to "
+                       f"{after_default!r}: every container would run through it (pass "
+                       f"{CONFIRM_FLAG} if that is meant)")
+    elif default in runtimes and runtimes.get(default) != after.get(default):
+        reasons.append(f"how the default runtime {default!r} runs would change: every "
+                       f"container would be affected (pass {CONFIRM_FLAG} if that is meant)")
+    for name, entry in runtimes.items():
+        old = entry.get("runtime_type") if isinstance(entry, Mapping) else None
+        new = after.get(name, {}).get("runtime_type") if isinstance(after.get(name),
+                                                                    Mapping) else None
+        if name != default and name in after and old and new and new != old:
+            reasons.append(f"runtime {name!r} of type {old} would become {new} (choose "
+                           f"another --runtime-name, or pass {CONFIRM_FLAG})")
+    return reasons
+
+
+def planned_node(root: Path, texts: Mapping[Path, str | None]):
+    """A :class:`~gpuready.node.Node` that reads ``texts`` (None: absent) in place of the files
+    they name: the node as a plan will leave it, for readers that take a node."""
+    import os
+
+    from gpuready.errors import InputError
+    from gpuready.node import Node
+
+    planned = {os.path.abspath(path): text for path, text in texts.items()}
+
+    class Planned(Node):
+        """The node with the planned texts in place."""
+
+        def read_text_or_none(self, host_path, *, kind):
+            key = os.path.abspath(host_path)
+            return planned[key] if key in planned else super().read_text_or_none(
+                host_path, kind=kind)
+
+        def exists(self, host_path):
+            key = os.path.abspath(host_path)
+            return planned[key] is not None if key in planned else super().exists(host_path)
+
+        def is_file(self, host_path):
+            key = os.path.abspath(host_path)
+            return planned[key] is not None if key in planned else super().is_file(host_path)
+
+        def read_text(self, host_path, *, kind):
+            key = os.path.abspath(host_path)
+            if key not in planned:
+                return super().read_text(host_path, kind=kind)
+            if planned[key] is None:
+                raise InputError(host_path, "no such file")
+            return planned[key]
+
+    return Planned(root)

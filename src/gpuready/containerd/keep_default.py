@@ -1,0 +1,91 @@
+"""Keep the default runtime loadable where containerd 1.x would lose it.
+
+containerd 1.x fills in ``runc`` from its built-in defaults only while no file writes a
+``runtimes`` table: the first runtime a file names replaces the whole default map (recorded on
+1.6.20 and 1.7.34), ``default_runtime_name = "runc"`` then names nothing, and the CRI plugin does
+not load. Debian's own ``/etc/containerd/config.toml`` and Docker's ``containerd.io`` config have
+no ``runtimes`` table, so registering the GPU runtime alone there takes every pod's runtime away.
+
+Here the default runtime's table is written too, from the line's own recorded ``config default``
+(its settings that differ from Go's zero values: ``runtime_type``, and on 1.7 ``sandbox_mode``),
+into the file whose CRI table the line reads, next to the GPU runtime: the diff stays lines added.
+containerd 2.x merges a file's map into the defaults and needs nothing.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from gpuready.containerd.gate import Guard
+from gpuready.containerd.model import NO_RUNTIME_ERROR, Loaded, without_zero_values
+from gpuready.plan import Plan
+
+
+def keep_default_runtime(plans: Sequence[Plan], guard: Guard, *, beside: str) -> list[Plan]:
+    """``plans`` with the default runtime's table added where the line would lose it; as given
+    when nothing is lost, on 2.x, or when the table that wins is not one the plans write."""
+    if not guard.line.line.maps_replace_defaults:
+        return list(plans)
+    after = guard.verdict(plans, ask_installed=False).after
+    name = after.default_runtime
+    if after.refused or after.cri_error != NO_RUNTIME_ERROR.format(name=name):
+        return list(plans)
+    entry = _default_entry(after, name)
+    if entry is None:
+        return list(plans)
+    winner = _cri_winner(plans, after)
+    if winner is None:
+        return list(plans)
+    return [_with_runtime(plan, name, entry, beside=beside) if plan is winner else plan
+            for plan in plans]
+
+
+def _default_entry(after: Loaded, name: str) -> dict[str, Any] | None:
+    """The line's recorded default table of runtime ``name`` without its zero values."""
+    defaults = after.line.line.defaults()
+    cri = defaults.get("plugins", {}).get(after.cri_path[1], {})
+    entry = cri.get("containerd", {}).get("runtimes", {}).get(name)
+    return copy.deepcopy(without_zero_values(entry)) if isinstance(entry, dict) else None
+
+
+def _cri_winner(plans: Sequence[Plan], after: Loaded) -> Plan | None:
+    """The plan of the last file holding a CRI table (on 1.x that file's table wins whole)."""
+    from gpuready.containerd.document import load_config_text
+    from gpuready.containerd.versions import spec_of
+
+    by_path = {plan.path: plan for plan in plans if plan.after is not None}
+    for path in reversed(after.files):
+        plan = next((p for p in by_path.values() if _same(p.path, path)), None)
+        text = plan.after if plan else None
+        if text is None:
+            continue
+        data = load_config_text(text, plan.path).data
+        if spec_of(data, path=plan.path).cri_path[1] in data.get("plugins", {}):
+            return plan
+    return None
+
+
+def _same(one, other) -> bool:
+    import os
+
+    return os.path.realpath(one) == os.path.realpath(other)
+
+
+def _with_runtime(plan: Plan, name: str, entry: dict[str, Any], *, beside: str) -> Plan:
+    """``plan`` whose result also holds runtime ``name`` = ``entry``, next to ``beside``."""
+    from gpuready.containerd.document import load_config_text
+    from gpuready.containerd.edit import add_table
+    from gpuready.containerd.versions import spec_of
+    from gpuready.textfile import restyle, without_bom
+
+    data = load_config_text(plan.after, plan.path).data
+    spec = spec_of(data, path=plan.path)
+    edit = add_table(without_bom(plan.after), spec.runtime_path(name), entry, sibling=beside)
+    after = restyle(plan.after, edit.text)
+    note = (f"also wrote runtime {name} (containerd 1.x drops its built-in {name} once a file "
+            f"names any runtime, and default_runtime_name = \"{name}\" would then name nothing)")
+    return replace(plan, after=after, summary=f"{plan.summary}; keep the default runtime {name}",
+                   notes=(*plan.notes, note))

@@ -1,0 +1,155 @@
+"""``gpuready setup`` then ``gpuready unconfigure`` in a sandbox root: setup's record lets
+unconfigure take back everything setup wrote, and nothing else."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import CONTAINERD_DATA, LAB_BASE, run_cli, stage_fixture
+
+CONFIG = "etc/containerd/config.toml"
+RECORD = CONFIG + ".gpuready.json"
+BACKUP = CONFIG + ".gpuready.bak"
+CDI_SPEC = "etc/cdi/nvidia.yaml"
+TOOLKIT = "root/toolkit"
+WRITTEN = [f"{TOOLKIT}/{name}" for name in
+           ("default.txt", "parsed.txt", "cdi-keys.txt", "runtimeclass.yaml", "report.txt")]
+EXISTING_CONFIGS = [LAB_BASE, CONTAINERD_DATA / "containerd-1.6.20-default.toml"]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` (folders are not compared), by its path relative to it."""
+    return {str(path.relative_to(root)): path.read_bytes()
+            for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def _setup(root: Path, *args: str):
+    result = run_cli("setup", "--root", str(root), *args)
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+def _unconfigure(root: Path):
+    result = run_cli("unconfigure", "--root", str(root))
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+@pytest.fixture
+def fresh_node(tmp_path: Path) -> Path:
+    """A node without a containerd config: setup stages one from the air-gap fixture."""
+    root = tmp_path / "node"
+    stage_fixture(root)
+    return root
+
+
+def _node_with_config(tmp_path: Path, config: Path) -> Path:
+    root = tmp_path / "node"
+    (root / CONFIG).parent.mkdir(parents=True)
+    shutil.copyfile(config, root / CONFIG)
+    return root
+
+
+@pytest.mark.parametrize("config", EXISTING_CONFIGS, ids=lambda path: path.stem)
+def test_an_existing_config_gets_its_bytes_back_and_setup_files_go(
+    tmp_path: Path, config: Path
+) -> None:
+    root = _node_with_config(tmp_path, config)
+    before = _files(root)
+    setup = _setup(root)
+    assert f"record of what gpuready changed: kept in {root / RECORD}" in setup.out
+    assert b"runtimes.nvidia]" in (root / CONFIG).read_bytes()
+    assert (root / BACKUP).read_bytes() == config.read_bytes()
+    undone = _unconfigure(root)
+    assert f"{root / CONFIG}: restore the original, byte for byte" in undone.out
+    assert _files(root) == before  # the config byte for byte; no backup, record or setup file
+
+
+def test_a_node_without_a_config_loses_every_file_setup_created(fresh_node: Path) -> None:
+    before = _files(fresh_node)
+    _setup(fresh_node)
+    assert {CONFIG, RECORD, CDI_SPEC, *WRITTEN} <= set(_files(fresh_node))
+    undone = _unconfigure(fresh_node)
+    for name in (CONFIG, CDI_SPEC, *WRITTEN):
+        assert f"{fresh_node / name}: remove the file gpuready created" in undone.out
+    assert _files(fresh_node) == before  # only the fixture is left
+
+
+def test_a_file_edited_after_setup_is_kept_and_the_output_says_so(fresh_node: Path) -> None:
+    _setup(fresh_node)
+    manifest = fresh_node / TOOLKIT / "runtimeclass.yaml"
+    edited = manifest.read_text() + "scheduling:\n  nodeSelector:\n    gpu: \"true\"\n"
+    manifest.write_text(edited)
+    config = fresh_node / CONFIG
+    config.write_text(config.read_text() + "# the operator's note\n")
+    undone = _unconfigure(fresh_node)
+    assert f"{manifest}: changed since gpuready wrote it: left as it is" in undone.out
+    assert manifest.read_text() == edited
+    # the config setup created, edited since: kept, without the runtime gpuready added
+    assert "remove what gpuready added (the file was edited since)" in undone.out
+    assert "# the operator's note" in config.read_text()
+    assert "runtimes.nvidia" not in config.read_text()
+    left = set(_files(fresh_node))
+    assert not left & {RECORD, CDI_SPEC, *(name for name in WRITTEN if "runtimeclass" not in name)}
+
+
+def test_files_that_existed_before_setup_are_restored_or_left_alone(tmp_path: Path) -> None:
+    root = _node_with_config(tmp_path, LAB_BASE)
+    (root / TOOLKIT).mkdir(parents=True)
+    (root / TOOLKIT / "report.txt").write_text("stale report\n")  # setup rewrites it
+    (root / TOOLKIT / "default.txt").write_text("DEFAULT=runc\nWHY=runtimeclass\n")  # as setup
+    (root / "etc/cdi").mkdir(parents=True)
+    spec = run_cli("cdi", "generate", "--root", str(root), "--gpus", "2", "--no-hooks")
+    assert spec.code == 0, spec.err
+    before = _files(root)
+    setup = _setup(root)
+    assert "kept existing spec" in setup.out
+    record = json.loads((root / RECORD).read_text())["files"]
+    assert str(root / CDI_SPEC) not in record
+    assert str(root / TOOLKIT / "default.txt") not in record
+    assert record[str(root / TOOLKIT / "report.txt")]["original"] is not None
+    _unconfigure(root)
+    assert _files(root) == before
+
+
+def test_a_second_setup_keeps_the_record_and_a_second_unconfigure_has_nothing_to_do(
+    tmp_path: Path,
+) -> None:
+    root = _node_with_config(tmp_path, LAB_BASE)
+    before = _files(root)
+    _setup(root)
+    record = (root / RECORD).read_bytes()
+    again = _setup(root)
+    assert "already registered" in again.out
+    assert "record of what gpuready changed" not in again.out
+    assert (root / RECORD).read_bytes() == record
+    _unconfigure(root)
+    assert _files(root) == before
+    second = _unconfigure(root)
+    assert f"nothing recorded for {root / CONFIG}: nothing to remove" in second.out
+    assert _files(root) == before
+
+
+def test_setup_after_configure_keeps_configures_record(tmp_path: Path) -> None:
+    root = _node_with_config(tmp_path, LAB_BASE)
+    before = _files(root)
+    assert run_cli("configure", "--root", str(root)).code == 0
+    configured = json.loads((root / RECORD).read_text())
+    _setup(root)
+    record = json.loads((root / RECORD).read_text())
+    assert record["settings"] == configured["settings"]
+    assert record["files"][str(root / CONFIG)] == configured["files"][str(root / CONFIG)]
+    _unconfigure(root)
+    assert _files(root) == before
+
+
+def test_a_dry_run_writes_no_record(fresh_node: Path) -> None:
+    before = _files(fresh_node)
+    _setup(fresh_node, "--dry-run")
+    assert _files(fresh_node) == before
+    assert not (fresh_node / RECORD).exists()
+    assert "nothing to remove" in _unconfigure(fresh_node).out
