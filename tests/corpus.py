@@ -4,7 +4,7 @@ The corpus (``tests/data/corpus``, and the real defaults in ``tests/data/contain
 layouts written here, modelled on what kind, k3s, RKE2, GKE, EKS, AKS, kubespray, Docker's
 containerd.io package, distributions and people produce. Each file is copied, configured as a
 user would (``gpuready configure --config``; a file whose CRI plugin is disabled is reported
-with exit 1 and then configured again with ``--enable-cri``), and judged:
+with exit 2, nothing written, and then configured again with ``--enable-cri``), and judged:
 
 - registered: exit 0, and the runtime parses back at the table its version reads, with
   ``runtime_type`` and the options as booleans and strings;
@@ -65,14 +65,18 @@ def evaluate(source: Path, folder: Path, *, config_dump: Dump | None) -> Outcome
     original = path.read_text()
     data = tomllib.loads(without_bom(original))
     outcome = Outcome(source.name, data.get("version", 1))
-    first = run_cli("configure", "--config", str(path))
+    # this machine's containerd is 1.6, which reads no version 3 or 4 file: those are
+    # configured for the line that reads them (gpuready refuses them for 1.6)
+    line = {3: ["--containerd-version", "2.1"], 4: ["--containerd-version", "2.3"]}.get(
+        outcome.version, [])
+    first = run_cli("configure", "--config", str(path), *line)
     outcome.inline_exempt = scan(without_bom(original)).inline(spec_of(data).runtimes_path) \
         is not None
     outcome.lines_kept = added_lines_only(original, path.read_text())
     result = first
-    if first.code == 1 and "disabled_plugins turns the CRI plugin off" in first.err:
-        outcome.cri_was_disabled = True
-        result = run_cli("configure", "--config", str(path), "--enable-cri")
+    if first.code == 2 and "disabled_plugins turns it off" in first.err:
+        outcome.cri_was_disabled = True  # refused, nothing written: --enable-cri says so
+        result = run_cli("configure", "--config", str(path), "--enable-cri", *line)
     if result.code != 0:
         outcome.detail = f"exit {result.code}: {result.err.strip()}"
         return outcome

@@ -115,8 +115,9 @@ def test_enable_cdi_writes_the_versions_cri_table(tmp_path: Path) -> None:
     v3 = tmp_path / "v3.toml"
     shutil.copyfile(CONTAINERD_DATA / "containerd-2.1.9-default.toml", v3)
     v3.write_text(v3.read_text().replace("enable_cdi = true", "enable_cdi = false"))
-    for path in (v2, v3):
-        result = run_cli("configure", "--config", str(path), "--enable-cdi")
+    for path, line in ((v2, "1.7"), (v3, "2.1")):  # each file on a containerd that reads it
+        result = run_cli("configure", "--config", str(path), "--enable-cdi",
+                         "--containerd-version", line)
         assert result.code == 0, result.err
         assert "enable CDI" in result.out
     cri_v2 = tomllib.loads(v2.read_text())["plugins"]["io.containerd.grpc.v1.cri"]

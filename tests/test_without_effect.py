@@ -23,15 +23,19 @@ def _docker_config(tmp_path: Path) -> Path:
     return path
 
 
-def test_configure_on_dockers_default_says_the_cri_is_off_and_exits_1(tmp_path: Path) -> None:
+def test_configure_on_dockers_default_says_the_cri_is_off_and_writes_nothing(
+        tmp_path: Path) -> None:
+    """A runtime the CRI plugin would never load is not written: the gate refuses, exit 2."""
     path = _docker_config(tmp_path)
+    original = path.read_bytes()
     result = run_cli("configure", "--config", str(path))
-    assert result.code == 1
+    assert result.code == 2
     errors = result.err.splitlines()
     assert len(errors) == 1
-    assert errors[0].startswith(f"gpuready: error: {path}:4:1: disabled_plugins turns the CRI")
-    assert "--enable-cri" in errors[0]
-    assert "runtimes.nvidia" in path.read_text()  # written, but not reported as a success
+    assert errors[0].startswith(f"gpuready: error: {path}: refusing the change")
+    assert "disabled_plugins turns it off ('cri')" in errors[0]
+    assert "--enable-cri" in errors[0] and errors[0].endswith("nothing written")
+    assert path.read_bytes() == original
 
 
 def test_enable_cri_removes_only_that_entry_and_exits_0(tmp_path: Path) -> None:
@@ -50,20 +54,23 @@ def test_enable_cri_removes_only_that_entry_and_exits_0(tmp_path: Path) -> None:
     assert added_lines_only(original, after.replace(changed[0], both))
 
 
-def test_json_reports_failed_with_the_reason(tmp_path: Path) -> None:
+def test_json_reports_the_refusal_with_the_reason(tmp_path: Path) -> None:
     path = _docker_config(tmp_path)
-    report = json.loads(run_cli("configure", "--config", str(path), "--format", "json").out)
-    assert report["status"] == "failed"
-    assert "disabled_plugins turns the CRI plugin off" in report["without_effect"][0]
+    result = run_cli("configure", "--config", str(path), "--format", "json")
+    report = json.loads(result.out)
+    assert result.code == 2 and report["status"] == "error"
+    assert "disabled_plugins turns it off" in report["error"]
 
 
 def test_setup_on_dockers_default_fails_until_the_cri_is_enabled(tmp_path: Path) -> None:
     config = _docker_node(tmp_path)
+    original = config.read_bytes()
     failed = run_cli("setup", "--root", str(tmp_path))
-    assert failed.code == 1
-    assert [line for line in failed.err.splitlines() if "CRI plugin off" in line]
+    assert failed.code == 2
+    assert [line for line in failed.err.splitlines() if "disabled_plugins turns it off" in line]
+    assert config.read_bytes() == original
     fixed = run_cli("setup", "--root", str(tmp_path), "--enable-cri")
-    assert "CRI plugin off" not in fixed.err
+    assert "disabled_plugins" not in fixed.err
     assert tomllib.loads(config.read_text())["disabled_plugins"] == []
 
 
@@ -95,18 +102,22 @@ def _docker_node(tmp_path: Path) -> Path:
     return config
 
 
-def test_a_drop_in_beside_dockers_default_says_the_cri_is_off_and_exits_1(tmp_path: Path) -> None:
+def test_a_drop_in_beside_dockers_default_says_the_cri_is_off_and_writes_nothing(
+        tmp_path: Path) -> None:
     config = _docker_node(tmp_path)
+    original = config.read_bytes()
     result = run_cli("configure", "--root", str(tmp_path), "--drop-in",
                      "--containerd-version", "1.6")
-    assert result.code == 1
+    assert result.code == 2
     errors = result.err.splitlines()
     assert len(errors) == 1
-    assert errors[0].startswith(f"gpuready: error: {config}:4:1: disabled_plugins turns the CRI")
-    assert "--enable-cri" in errors[0]
+    assert errors[0].startswith(f"gpuready: error: {config}: refusing the change")
+    assert "disabled_plugins turns it off" in errors[0] and "--enable-cri" in errors[0]
+    assert config.read_bytes() == original
+    assert not (config.parent / "conf.d").exists()
     report = json.loads(run_cli("configure", "--root", str(tmp_path), "--drop-in",
                                 "--containerd-version", "1.6", "--format", "json").out)
-    assert report["status"] == "failed"
+    assert report["status"] == "error"
 
 
 def test_enable_cri_with_a_drop_in_edits_the_main_file_not_the_drop_in(tmp_path: Path) -> None:
@@ -131,10 +142,10 @@ def test_beside_docker_the_error_also_points_at_docker(tmp_path: Path) -> None:
     on such a machine may want Docker's runtime; without Docker the hint is not given."""
     _docker_node(tmp_path)
     alone = run_cli("configure", "--root", str(tmp_path), "--dry-run")
-    assert alone.code == 1 and "--engine docker" not in alone.err
+    assert alone.code == 2 and "--engine docker" not in alone.err
     (tmp_path / "etc" / "docker").mkdir()
     (tmp_path / "etc" / "docker" / "daemon.json").write_text("{}\n")
     beside = run_cli("configure", "--root", str(tmp_path), "--dry-run")
-    assert beside.code == 1
+    assert beside.code == 2
     assert beside.err.count("\n") == 1
     assert "this machine also has Docker" in beside.err and "--engine docker" in beside.err

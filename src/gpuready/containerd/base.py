@@ -54,12 +54,11 @@ def choose_base(
 
 def recorded_default(release: tuple[int, int]) -> BaseSource:
     """The recorded ``containerd config default`` of the line that models ``release``."""
-    from gpuready.containerd.lines import line_for_release
+    from gpuready.containerd.lines import line_for_release, recorded_default_text
 
     line, _ = line_for_release(release)
-    name = f"containerd-{line.recorded}-default.toml"
-    text = resources.files("gpuready.data").joinpath(name).read_text("utf-8")
-    return BaseSource(text, f"the recorded `config default` of containerd {line.recorded}")
+    return BaseSource(recorded_default_text(line.recorded),
+                      f"the recorded `config default` of containerd {line.recorded}")
 
 
 @functools.cache

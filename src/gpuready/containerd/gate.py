@@ -43,12 +43,15 @@ class Intent:
 
     ``adds``: the runtime that must be loaded afterwards (configure, setup); ``removes``: the
     runtimes the change takes away on purpose (unconfigure); ``confirmed``: the operator passed
-    the confirmation for changes to the default runtime.
+    the confirmation for changes to the default runtime; ``restores``: the change gives the
+    operator's own settings back (unconfigure), so a CRI plugin the operator had disabled may be
+    disabled again.
     """
 
     adds: str | None = None
     removes: frozenset[str] = frozenset()
     confirmed: bool = False
+    restores: bool = False
 
 
 @dataclass
@@ -97,6 +100,12 @@ class Guard:
             verdict.notes += _disagreement(after, then)
             verdict.before, verdict.after = now, then
         verdict.refusals = judge(verdict.before, verdict.after, self.intent)
+        if verdict.after.cri_error and verdict.after.cri_error.startswith("disabled_plugins"):
+            from gpuready.rules.effect import enable_cri_hint
+
+            verdict.refusals = [f"{reason}; fix: {enable_cri_hint(node)}"
+                                if "disabled_plugins" in reason else reason
+                                for reason in verdict.refusals]
         return verdict
 
     def enforce(self, plans: Sequence[Any]) -> Verdict:
@@ -110,8 +119,7 @@ class Guard:
 def refusal_message(guard: Guard, verdict: Verdict) -> str:
     """One line: the config, the line that judged it, every reason, and that nothing changed."""
     reasons = "; ".join(verdict.refusals)
-    return (f"{guard.main}: refusing the change, it would break the node "
-            f"({guard.line.label}): {reasons}; nothing written")
+    return f"{guard.main}: refusing the change ({guard.line.label}): {reasons}; nothing written"
 
 
 def judge(before: Loaded | None, after: Loaded, intent: Intent) -> list[str]:
@@ -119,6 +127,8 @@ def judge(before: Loaded | None, after: Loaded, intent: Intent) -> list[str]:
     reasons: list[str] = []
     if after.refused:
         return [after.refused]
+    if intent.restores and after.cri_error and after.cri_error.startswith("disabled_plugins"):
+        return []  # the node as the operator had it: containerd there for Docker alone
     if after.unread and (intent.adds or before is None or not before.unread):
         reasons.append(after.unread)
     had = before.loaded_runtimes if before is not None else {}
@@ -186,23 +196,19 @@ def _current(main: Path, node, line: NodeLine) -> Loaded | None:
 def _installed_dump(guard: Guard, candidates: Mapping[Path, str | None]):
     """``(now, then)`` as this machine's containerd dumps them, when the node is this machine
     and its containerd told the line; None otherwise."""
-    from gpuready.containerd.dump import config_dump
+    from gpuready.containerd.dump import config_dumps
     from gpuready.node import Node
 
     if guard.line.source != "containerd --version" or not Node(guard.root).is_host:
         return None
     if not Path(guard.main).is_file():
         return None
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=2) as pool:  # two processes, waited for side by side
-        asked_now = pool.submit(config_dump, guard.main, root=guard.root, candidates={})
-        asked_then = pool.submit(config_dump, guard.main, root=guard.root, candidates=candidates)
-        try:
-            now = asked_now.result()
-        except GpureadyError:
-            return None  # containerd refuses the files as they are: the model judges the change
-        then = asked_then.result()
+    now, then = config_dumps(guard.main, root=guard.root, candidate_sets=[{}, candidates])
+    if isinstance(now, GpureadyError):
+        return None  # containerd refuses the files as they are: the model judges the change
+    if isinstance(then, GpureadyError):
+        raise RefusedError(f"{guard.main}: refusing the change ({guard.line.label}): "
+                           f"{then.message()}; nothing written")
     return build([(guard.main, now)], guard.line), build([(guard.main, then)], guard.line)
 
 
@@ -242,9 +248,8 @@ class EngineGuard:
         after_default = self.engine.default_runtime(self.path, node=planned)
         reasons = _engine_reasons(runtimes, default, after_runtimes, after_default, self.intent)
         if reasons:
-            raise RefusedError(f"{self.path}: refusing the change, it would break the node "
-                               f"({self.engine.facts.title}): {'; '.join(reasons)}; nothing "
-                               "written")
+            raise RefusedError(f"{self.path}: refusing the change ({self.engine.facts.title}): "
+                               f"{'; '.join(reasons)}; nothing written")
 
 
 def _engine_reasons(runtimes: Mapping[str, Any], default: str | None,
@@ -254,9 +259,9 @@ def _engine_reasons(runtimes: Mapping[str, Any], default: str | None,
     lost = sorted(set(runtimes) - set(after) - intent.removes)
     if lost:
         reasons.append(f"runtime(s) {', '.join(lost)} would no longer be configured")
-    if intent.confirmed:
+    if intent.confirmed or default in intent.removes:  # confirmed, or the default taken back
         return reasons
-    if after_default != default and default not in intent.removes:
+    if after_default != default:
         reasons.append(f"the default runtime would change from {default!r} to "
                        f"{after_default!r}: every container would run through it (pass "
                        f"{CONFIRM_FLAG} if that is meant)")

@@ -82,13 +82,21 @@ LINES: dict[str, Line] = {
 LINE_OF_CONFIG_VERSION = {1: "1.7", 2: "1.7", 3: "2.1", 4: "2.3"}
 
 
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def recorded_default_text(recorded: str) -> str:
+    """The text of the recorded ``containerd config default`` of release ``recorded``."""
+    # a plain path: importlib.resources imports more on first use, which a process that has
+    # dropped its privileges may no longer be allowed to read
+    return (DATA / f"containerd-{recorded}-default.toml").read_text(encoding="utf-8")
+
+
 @functools.cache
 def _defaults(recorded: str) -> dict[str, Any]:
     import tomllib
-    from importlib import resources
 
-    name = f"containerd-{recorded}-default.toml"
-    return tomllib.loads(resources.files("gpuready.data").joinpath(name).read_text("utf-8"))
+    return tomllib.loads(recorded_default_text(recorded))
 
 
 def line_for_release(release: tuple[int, int]) -> tuple[Line, str | None]:

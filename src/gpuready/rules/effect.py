@@ -25,7 +25,7 @@ ENABLE_CRI_HINT = "run again with --enable-cri to do it, then restart containerd
 def without_effect(path: Path, text: str, *, node: Node, runtime_name: str) -> list[str]:
     """One line per reason containerd will not load the runtime written to ``path``."""
     options = Options(runtime_name=runtime_name, root=node.root)
-    reasons = [_line(problem, _enable_cri_hint(node)) for problem in _cri_disabled(path, text,
+    reasons = [_line(problem, enable_cri_hint(node)) for problem in _cri_disabled(path, text,
                                                                                   options)]
     unread = _not_read(path, node=node, options=options)
     if unread:
@@ -40,9 +40,9 @@ def _cri_disabled(path: Path, text: str, options: Options) -> list[Problem]:
     return lint_file(file, selected=frozenset({"cri-disabled"}))
 
 
-def _enable_cri_hint(node: Node) -> str:
-    """How to go on; on a machine that also has Docker, the CRI is off because containerd is
-    there for Docker: the runtime the user wants may be Docker's."""
+def enable_cri_hint(node: Node) -> str:
+    """How to go on when the CRI plugin is disabled; on a machine that also has Docker, the CRI
+    is off because containerd is there for Docker: the runtime the user wants may be Docker's."""
     from gpuready.engines import engines_found
 
     if "docker" not in engines_found(node.root):

@@ -112,7 +112,8 @@ def plan_unconfigure_node(node: NodeConfig) -> list[Plan]:
     record = load_record(node.config, node=node.node) or {"settings": []}
     removes = frozenset(setting.get("name") for setting in record["settings"]
                         if setting.get("kind") == "runtime" and setting.get("name"))
-    return guarded(plans, Guard(node.config, node.root, node.line, Intent(removes=removes)))
+    intent = Intent(removes=removes, restores=True)
+    return guarded(plans, Guard(node.config, node.root, node.line, intent))
 
 
 def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
