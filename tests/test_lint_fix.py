@@ -16,6 +16,10 @@ FIXABLE = sorted(name for name, rule in REGISTRY.items() if rule.fixable)
 OPTIONS_HEADER = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]'
 BOTH_SPELLINGS = (
     "version = 2\n"
+    '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]\n'
+    '  runtime_type = "io.containerd.runc.v2"\n'
+    '  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]\n'
+    "    SystemdCgroup = true\n"
     '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
     '  runtime_type = "io.containerd.runc.v2"\n'
     f"  {OPTIONS_HEADER}\n"

@@ -127,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         from gpuready.rules.fix import fix_paths
 
         print(fix_paths(paths, options=options, dry_run=args.dry_run,
-                        default_confirmed=args.confirm_every_pod_uses_it), end="")
+                        default_confirmed=args.confirm_every_pod_uses_it,
+                        containerd_version=args.containerd_version), end="")
     if args.files:
         report = lint_paths(paths, options=options, selected=selected,
                             containerd_version=args.containerd_version)
@@ -150,7 +151,8 @@ def lint_node(*, options, selected, containerd_version):
     on the node's containerd line, as ``doctor`` reads it (one verdict for one node)."""
     from gpuready.rules.engine import doctor
 
-    return doctor(options=options, selected=selected, containerd_version=containerd_version)
+    return doctor(options=options, selected=selected, containerd_version=containerd_version,
+                  config_only=True)
 
 
 def _note_imports_not_read(paths, options) -> None:

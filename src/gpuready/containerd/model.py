@@ -289,7 +289,7 @@ def _decode(target: dict[str, Any], source: Mapping[str, Any], *, maps: frozense
 def _cri_error(loaded: Loaded) -> str | None:
     disabled = loaded.data.get("disabled_plugins")
     if isinstance(disabled, list):
-        off = [name for name in disabled if name in CRI_PLUGIN_IDS]
+        off = [name for name in disabled if isinstance(name, str) and name in CRI_PLUGIN_IDS]
         if off:
             return f"disabled_plugins turns it off ({', '.join(map(repr, off))})"
     if loaded.default_runtime not in loaded.runtimes:

@@ -105,20 +105,23 @@ def doctor(
     containerd_version: str | None = None,
     detection: Detection | None = None,
     probe: bool = True,
+    config_only: bool = False,
 ) -> Report:
     """Check a node: the config and its imports merged, RuntimeClasses, CDI specs, kubelet.
 
     The main config is ``config_path``, else the one the node's owner makes containerd read.
     ``probe`` asks the installed containerd for its release when ``containerd_version`` is not
-    given; leave it off when the files are a copy of another machine's.
+    given; leave it off when the files are a copy of another machine's. ``config_only``: the
+    containerd config and its imports alone (``lint`` of a node), without RuntimeClasses, CDI
+    specs or the kubelet.
     """
     with options.node.reading():  # a read-only pass: folders and links are looked up once
         return _doctor(options, selected, config_path, runtimeclass_paths, containerd_version,
-                       detection, probe)
+                       detection, probe, config_only)
 
 
 def _doctor(options, selected, config_path, runtimeclass_paths, containerd_version, detection,
-            probe) -> Report:
+            probe, config_only=False) -> Report:
     node = options.node
     detection = detection or detect(node)
     main_path = config_path or node.path(detection.owner.config)
@@ -141,7 +144,7 @@ def _doctor(options, selected, config_path, runtimeclass_paths, containerd_versi
         # Nothing imported: the main file's data is the config as it is (rules only read it).
         data, context.replaced_tables = (
             merge(files, major=semantics.major) if len(files) > 1 else (main.data, []))
-        driver, kubelet_file = kubelet.cgroup_driver(node)
+        driver, kubelet_file = (None, None) if config_only else kubelet.cgroup_driver(node)
         context.config = ConfigContext(
             data,
             main.spec,
@@ -152,6 +155,9 @@ def _doctor(options, selected, config_path, runtimeclass_paths, containerd_versi
             kubelet_file=kubelet_file,
         )
         problems += _run(Scope.CONFIG, context.config, selected)
+    if config_only:
+        problems += _run(Scope.NODE, context, selected)
+        return Report(problems=_ordered(problems), files=[f.display for f in files])
     context.runtime_classes = _runtime_classes(node, runtimeclass_paths)
     context.cdi_dirs = [node.path(d) for d in CDI_DIRS]
     problems += _run(Scope.NODE, context, selected)

@@ -308,13 +308,17 @@ def plan_fix(path: Path, text: str, *, options: Options) -> tuple[Plan, FixResul
 
 
 def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool,
-              default_confirmed: bool = False) -> str:
+              default_confirmed: bool = False, containerd_version: str | None = None) -> str:
     """Repair each file under its lock (re-reading it there); return the diffs and notes.
 
     A repair that changes how the default runtime runs is refused (exit 2, nothing written)
-    unless ``default_confirmed``.
+    unless ``default_confirmed``; so is one the never-break gate refuses on the node's line
+    (``containerd_version``, else as :func:`gpuready.containerd.lines.node_line` decides). A
+    runtime moved into the table containerd 1.x reads replaces its built-in runc there, so runc's
+    table is written beside it, as ``configure`` does.
     """
     from gpuready import fsio
+    from gpuready.changeset import check
     from gpuready.node import FileKind
 
     node = options.node
@@ -325,6 +329,9 @@ def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool,
             text = node.read_text(path, kind=FileKind.CONFIG)
             plan, _ = plan_fix(path, text, options=options)
             _guard_default_runtime(plan, confirmed=default_confirmed)
+            if plan.changes:
+                plan = _kept_whole(plan, options, default_confirmed, containerd_version)
+                check([plan])
             if plan.changes and not dry_run:
                 fsio.apply_plan(plan, node=node)
         out.append(plan.diff())
@@ -335,6 +342,22 @@ def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool,
         )
         out.extend(f"{path}: cannot fix: {note}\n" for note in plan.notes)
     return "".join(out)
+
+
+def _kept_whole(plan: Plan, options: Options, confirmed: bool, flag: str | None) -> Plan:
+    """``plan`` with runc kept where 1.x would lose it, carrying the never-break gate."""
+    from dataclasses import replace
+
+    from gpuready.containerd.gate import Guard, Intent
+    from gpuready.containerd.keep_default import keep_default_runtime
+    from gpuready.containerd.lines import node_line
+    from gpuready.containerd.model import file_version
+
+    line = node_line(root=options.root, flag=flag, config_version=file_version(plan.before))
+    guard = Guard(plan.path, options.root, line, Intent(confirmed=confirmed))
+    [kept] = keep_default_runtime([plan], guard, beside=options.runtime_name)
+    # the summary says runc was kept; the notes here are what could not be fixed
+    return replace(kept, notes=plan.notes, guard=guard)
 
 
 def _guard_default_runtime(plan: Plan, *, confirmed: bool) -> None:

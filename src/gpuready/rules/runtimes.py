@@ -285,6 +285,8 @@ class DefaultRuntimeMissing(Rule):
         if default in loaded.runtimes or loaded.unread:
             return
         if default == facts.RUNC_DEFAULT_NAME:
+            if _lost_through_an_import(ctx, default):
+                return  # import-overrides-cri names the cause: one cause, one report
             # containerd 1.x: a runtimes table in a file replaces the built-in runc whole
             yield ctx.report(
                 self,
@@ -303,6 +305,16 @@ class DefaultRuntimeMissing(Rule):
             ctx.spec.default_runtime_path,
             fix='set default_runtime_name = "runc"',
         )
+
+
+def _lost_through_an_import(ctx: ConfigContext, name: str) -> bool:
+    """True when the main file alone loads runtime ``name`` and an imported file's plugin table
+    takes it away (containerd 1.x replaces a whole plugin table from an import)."""
+    if len(ctx.files) < 2 or ctx.main.data is None:
+        return False
+    from gpuready.containerd.model import build
+
+    return name in build([(ctx.main.path, ctx.main.data)], ctx.loaded.line).runtimes
 
 
 def _binary_keys(entry: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str]]:

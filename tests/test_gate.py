@@ -1,0 +1,163 @@
+"""The never-break gate: every change to containerd's files is judged before it is written.
+
+Each test makes a change an operator could ask for, one the gate must refuse (exit 2, a one-line
+reason, not a byte changed) or let through. Lines other than Debian's 1.6 are named with
+``--containerd-version`` and judged by the effective-config model (tested against those lines'
+recordings in tests/test_model_lines.py).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import DATA, LAB_BASE, run_cli
+
+KATA = """version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]
+  runtime_type = "io.containerd.kata.v2"
+"""
+
+
+def _node(tmp_path: Path, text: str) -> Path:
+    config = tmp_path / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(text)
+    return config
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}
+
+
+def _refused(result, root: Path, before: dict[str, bytes], *words: str) -> None:
+    assert result.code == 2, result.out + result.err
+    lines = result.err.strip().splitlines()
+    assert len(lines) == 1 and "refusing the change" in lines[0], result.err
+    assert lines[0].endswith("nothing written")
+    for word in words:
+        assert word in lines[0], lines[0]
+    assert _snapshot(root) == before, "a refused change wrote a file"
+
+
+def test_a_runtime_of_another_type_is_not_taken_over(tmp_path):
+    _node(tmp_path, KATA)
+    before = _snapshot(tmp_path)
+    for dry in ([], ["--dry-run"]):  # the dry run shows the verdict a real run meets
+        result = run_cli("configure", "--root", str(tmp_path), "--runtime-name", "kata",
+                         "--containerd-version", "1.7", *dry)
+        _refused(result, tmp_path, before, "'kata' of type io.containerd.kata.v2")
+
+
+def test_confirmed_takeover_goes_through(tmp_path):
+    config = _node(tmp_path, KATA)
+    result = run_cli("configure", "--root", str(tmp_path), "--runtime-name", "kata",
+                     "--containerd-version", "1.7", "--confirm-every-pod-uses-it")
+    assert result.code == 0, result.err
+    kata = tomllib.loads(config.read_text())["plugins"]["io.containerd.grpc.v1.cri"][
+        "containerd"]["runtimes"]["kata"]
+    assert kata["runtime_type"] == "io.containerd.runc.v2"
+
+
+def test_a_drop_in_that_changes_the_default_runtime_is_refused(tmp_path):
+    """A drop-in registering under the default runtime's name changes how every pod runs."""
+    _node(tmp_path, LAB_BASE.read_text())
+    before = _snapshot(tmp_path)
+    result = run_cli("configure", "--root", str(tmp_path), "--drop-in", "--runtime-name", "runc",
+                     "--containerd-version", "1.7")
+    assert result.code == 2, result.err
+    assert "nothing written" in result.err and "default runtime" in result.err
+    assert _snapshot(tmp_path) == before
+
+
+def test_a_second_drop_in_runtime_does_not_drop_the_first(tmp_path):
+    _node(tmp_path, LAB_BASE.read_text())
+    first = run_cli("configure", "--root", str(tmp_path), "--drop-in",
+                    "--containerd-version", "1.7")
+    assert first.code == 0, first.err
+    before = _snapshot(tmp_path)
+    second = run_cli("configure", "--root", str(tmp_path), "--drop-in", "--runtime-name",
+                     "nvidia-cdi", "--containerd-version", "1.7")
+    # the drop-in is gpuready's whole file: writing the second runtime there would drop the
+    # first, which containerd loads now
+    _refused(second, tmp_path, before, "runtime(s) nvidia would no longer be loaded")
+
+
+def test_unconfigure_does_not_leave_the_default_naming_the_runtime_it_removes(tmp_path):
+    config = _node(tmp_path, LAB_BASE.read_text())
+    assert run_cli("configure", "--root", str(tmp_path), "--containerd-version", "1.6").code == 0
+    # the operator makes nvidia the default by hand afterwards
+    text = config.read_text().replace('default_runtime_name = "runc"',
+                                      'default_runtime_name = "nvidia"')
+    assert 'default_runtime_name = "nvidia"' in text
+    config.write_text(text)
+    before = _snapshot(tmp_path)
+    result = run_cli("unconfigure", "--root", str(tmp_path), "--containerd-version", "1.6")
+    _refused(result, tmp_path, before, "no corresponding runtime configured", '"nvidia"')
+
+
+def test_migrate_is_refused_on_a_node_whose_containerd_does_not_read_the_target(tmp_path):
+    _node(tmp_path, LAB_BASE.read_text())
+    before = _snapshot(tmp_path)
+    result = run_cli("migrate", "--to", "3", "--root", str(tmp_path),
+                     "--containerd-version", "1.7")
+    _refused(result, tmp_path, before, "containerd 1.7 reads config versions 1 and 2")
+
+
+def test_migrate_for_the_line_that_reads_it_loads_every_runtime_it_loaded(tmp_path):
+    config = _node(tmp_path, (DATA / "containerd" / "containerd-1.6.20-default.toml").read_text())
+    assert run_cli("configure", "--root", str(tmp_path), "--containerd-version", "1.6").code == 0
+    result = run_cli("migrate", "--to", "3", "--root", str(tmp_path),
+                     "--containerd-version", "2.1")
+    assert result.code == 0, result.err
+    assert tomllib.loads(config.read_text())["version"] == 3
+
+
+def test_a_version_4_file_is_refused_for_2_1(tmp_path):
+    _node(tmp_path, (DATA / "containerd" / "containerd-2.3.4-default.toml").read_text())
+    before = _snapshot(tmp_path)
+    result = run_cli("configure", "--root", str(tmp_path), "--containerd-version", "2.1")
+    _refused(result, tmp_path, before, "config version 4 is newer than the 3 it reads")
+
+
+def test_releases_read_as_another_line_are_said_so(tmp_path):
+    _node(tmp_path, (DATA / "containerd" / "containerd-2.3.4-default.toml").read_text())
+    result = run_cli("configure", "--root", str(tmp_path), "--containerd-version", "2.2.1")
+    assert result.code == 2 and "containerd 2.1" in result.err
+
+
+@pytest.mark.containerd
+def test_on_this_machine_the_installed_containerd_has_the_final_word(tmp_path, config_dump):
+    """No --root and no --containerd-version: the line is this machine's containerd, and its
+    own `config dump` of the staged files judges the change (the stock Debian file: runc kept)."""
+    path = tmp_path / "config.toml"
+    path.write_bytes((DATA / "corpus-real" / "debian-12-containerd-package.toml").read_bytes())
+    result = run_cli("configure", "--config", str(path))
+    assert result.code == 0, result.err
+    dumped = tomllib.loads(config_dump(path).stdout)
+    runtimes = dumped["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+    assert {"runc", "nvidia"} <= set(runtimes)
+
+
+def test_docker_the_default_runtime_is_not_changed_without_the_confirmation(tmp_path):
+    daemon = tmp_path / "etc/docker/daemon.json"
+    daemon.parent.mkdir(parents=True)
+    daemon.write_text('{"default-runtime": "nvidia", "runtimes": {"nvidia": {"path": "/x"}}}\n')
+    before = _snapshot(tmp_path)
+    result = run_cli("configure", "--engine", "docker", "--root", str(tmp_path))
+    _refused(result, tmp_path, before, "default runtime 'nvidia'")
+
+
+def test_crio_the_default_runtime_is_not_changed_without_the_confirmation(tmp_path):
+    dropin = tmp_path / "etc/crio/crio.conf.d/10-nvidia.toml"
+    dropin.parent.mkdir(parents=True)
+    dropin.write_text('[crio.runtime]\ndefault_runtime = "nvidia"\n'
+                      '[crio.runtime.runtimes.nvidia]\nruntime_path = "/x"\n')
+    before = _snapshot(tmp_path)
+    result = run_cli("configure", "--engine", "crio", "--root", str(tmp_path))
+    _refused(result, tmp_path, before, "default runtime 'nvidia'")
