@@ -37,13 +37,21 @@ in place or drop-in:
   configure --drop-in again after editing it). 'gpuready show-config' prints what containerd
   builds from both; 'gpuready unconfigure' takes either back.
 
+never break the node:
+  Before anything is written (and in --dry-run), the change is judged on the node's containerd
+  line (--containerd-version; else 'containerd --version'; under --root the root's package
+  database; else the config version): it is refused when a runtime loaded now would be lost,
+  the CRI plugin would not load (disabled_plugins: --enable-cri; a default_runtime_name naming
+  no runtime), the GPU runtime would not be loaded, or the line does not read the file's
+  version. containerd 1.x drops its built-in runc once a file names any runtime: where that
+  would happen, runc's table is written too, from the line's own default.
+
 exit codes:
   0  registered, or already registered
-  1  written, but containerd will not load it: disabled_plugins turns the CRI plugin off
-     (--enable-cri fixes that), or containerd does not read this file (no imports entry);
-     or --restart refused before writing, or rolled back (every file put back, containerd
-     restarted on them)
-  2  bad input (not TOML, unknown version, unreadable file); nothing was written
+  1  written, but containerd does not read this file (no imports entry); or --restart refused
+     before writing, or rolled back (every file put back, containerd restarted on them)
+  2  bad input (not TOML, unknown version, unreadable file), or a change the never-break gate
+     refuses; nothing was written
 
 examples:
   gpuready configure --dry-run

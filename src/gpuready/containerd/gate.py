@@ -153,13 +153,24 @@ def _default_changes(before: Loaded, after: Loaded) -> list[str]:
         return [f"default_runtime_name would change from {before.default_runtime!r} to "
                 f"{name!r}: every pod would run through it (pass {CONFIRM_FLAG} if that is "
                 "meant)"]
-    old = without_zero_values(before.runtimes.get(name, {}))
-    new = without_zero_values(after.runtimes.get(name, {}))
+    old = without_zero_values(_as_decoded(before.runtimes.get(name, {})))
+    new = without_zero_values(_as_decoded(after.runtimes.get(name, {})))
     if old == new:
         return []
     changed = sorted(_changed_keys(old, new))
     return [f"how the default runtime {name!r} runs would change ({', '.join(changed)}): every "
             f"pod on the node would be affected (pass {CONFIRM_FLAG} if that is meant)"]
+
+
+def _as_decoded(value: Any) -> Any:
+    """``value`` with booleans written as strings (``"true"``) read as the booleans they mean:
+    a spelling fix that keeps the value is not a change of how a runtime runs."""
+    from gpuready.containerd.runc_options import bool_text
+
+    if isinstance(value, Mapping):
+        return {key: _as_decoded(inner) for key, inner in value.items()}
+    as_bool = bool_text(value)
+    return as_bool if as_bool is not None else value
 
 
 def _taken_over(before: Loaded, after: Loaded, intent: Intent) -> list[str]:

@@ -29,12 +29,13 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from gpuready.containerd.lines import LINES as LINE_TABLE
 from gpuready.containerd.versions import CRI_PLUGIN_IDS, KeyPath
 
 ANY = "*"
 OPEN = "**"
 # The newest config version each recorded line reads (1.x: 1 and 2; 2.1: up to 3; 2.3: up to 4).
-LINES: Mapping[str, int] = {"1.6": 2, "1.7": 2, "2.1": 3, "2.3": 4}
+LINES: Mapping[str, int] = {name: line.max_config_version for name, line in LINE_TABLE.items()}
 
 # Below these prefixes (ANY matches one key) the next key is a name the operator chooses.
 NAMED = (

@@ -37,7 +37,14 @@ class Line:
     name: str
     release: tuple[int, int]
     recorded: str
-    max_config_version: int
+
+    @property
+    def max_config_version(self) -> int:
+        """The newest config version the line reads (the table in
+        :mod:`gpuready.containerd.versions`)."""
+        from gpuready.containerd.versions import max_version_for
+
+        return max_version_for(self.release)
 
     @property
     def major(self) -> int:
@@ -71,10 +78,10 @@ class Line:
 
 
 LINES: dict[str, Line] = {
-    "1.6": Line("1.6", (1, 6), "1.6.20", 2),
-    "1.7": Line("1.7", (1, 7), "1.7.34", 2),
-    "2.1": Line("2.1", (2, 1), "2.1.9", 3),
-    "2.3": Line("2.3", (2, 3), "2.3.4", 4),
+    "1.6": Line("1.6", (1, 6), "1.6.20"),
+    "1.7": Line("1.7", (1, 7), "1.7.34"),
+    "2.1": Line("2.1", (2, 1), "2.1.9"),
+    "2.3": Line("2.3", (2, 3), "2.3.4"),
 }
 
 # The line a config version implies when nothing else tells: the newest line of its major that
