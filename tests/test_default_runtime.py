@@ -65,8 +65,9 @@ def test_setup_refuses_it_too_and_creates_nothing(tmp_path, version):
 @pytest.mark.parametrize("version", sorted(CONFIGS))
 def test_the_confirmation_allows_it(tmp_path, version):
     config = copy_of(tmp_path, version)
+    line = {"v3": "2.1", "v4": "2.3"}.get(version, "1.7")  # a containerd that reads the file
     result = run_cli("configure", "--config", str(config), "--runtime-name", "runc",
-                     "--confirm-every-pod-uses-it")
+                     "--confirm-every-pod-uses-it", "--containerd-version", line)
     assert result.code == 0, result.err
     assert runc_options(config, version)["BinaryName"] == "/usr/bin/nvidia-container-runtime"
 

@@ -161,3 +161,61 @@ def test_crio_the_default_runtime_is_not_changed_without_the_confirmation(tmp_pa
     before = _snapshot(tmp_path)
     result = run_cli("configure", "--engine", "crio", "--root", str(tmp_path))
     _refused(result, tmp_path, before, "default runtime 'nvidia'")
+
+
+def test_setup_dry_run_meets_the_verdict_a_real_run_meets(tmp_path):
+    _node(tmp_path, KATA)
+    before = _snapshot(tmp_path)
+    for dry in (["--dry-run"], []):
+        result = run_cli("setup", "--root", str(tmp_path), "--runtime-name", "kata",
+                         "--containerd-version", "1.7", *dry)
+        _refused(result, tmp_path, before, "'kata' of type io.containerd.kata.v2")
+
+
+def test_a_runtime_of_another_type_is_guarded_on_a_node_whose_cri_fails_already(tmp_path):
+    """A version 1 file whose runtimes table lacks runc: 1.x loads no CRI plugin now, and the
+    kata runtime must still not become runc behind the operator's back."""
+    _node(tmp_path, (DATA / "corpus-real" / "kata-docs-runtimeclass-mixed-v1.toml").read_text())
+    before = _snapshot(tmp_path)
+    result = run_cli("configure", "--root", str(tmp_path), "--runtime-name", "kata",
+                     "--containerd-version", "1.7")
+    _refused(result, tmp_path, before, "'kata' of type io.containerd.kata.v2")
+
+
+def test_a_drop_in_folder_that_is_a_link_is_found_by_the_glob(tmp_path):
+    text = (DATA / "containerd" / "containerd-2.1.9-default.toml").read_text()
+    config = _node(tmp_path, text.replace("imports = []",
+                                          'imports = ["/etc/containerd/conf.d/*.toml"]'))
+    (config.parent / "dropins").mkdir()
+    (config.parent / "conf.d").symlink_to("dropins")
+    result = run_cli("configure", "--root", str(tmp_path), "--drop-in",
+                     "--containerd-version", "2.1")
+    assert result.code == 0, result.err
+    assert (config.parent / "dropins" / "99-nvidia.toml").is_file()
+
+
+def test_an_import_made_at_boot_does_not_block_a_change(tmp_path):
+    """An image whose config imports a file created at boot (k0s, Talos, minikube): missing in
+    the folder, containerd would not start on it here; the change is judged as it would load
+    with the file there, and goes through when it breaks nothing."""
+    text = LAB_BASE.read_text().replace("version = 2",
+                                        'version = 2\nimports = ["/run/gen/x.toml"]')
+    config = _node(tmp_path, text)
+    result = run_cli("configure", "--root", str(tmp_path), "--containerd-version", "1.6")
+    assert result.code == 0, result.err
+    assert run_cli("unconfigure", "--root", str(tmp_path), "--containerd-version", "1.6").code == 0
+    assert config.read_text() == text
+
+
+def test_docker_a_runtime_of_another_program_is_not_taken_over(tmp_path):
+    daemon = tmp_path / "etc/docker/daemon.json"
+    daemon.parent.mkdir(parents=True)
+    daemon.write_text('{"runtimes": {"kata": {"path": "/usr/bin/kata-runtime"}}}\n')
+    before = _snapshot(tmp_path)
+    result = run_cli("configure", "--engine", "docker", "--root", str(tmp_path),
+                     "--runtime-name", "kata")
+    _refused(result, tmp_path, before, "'kata' (path /usr/bin/kata-runtime)")
+    # an NVIDIA runtime whose path moves is the runtime gpuready registers: updated
+    daemon.write_text(
+        '{"runtimes": {"nvidia": {"path": "/usr/local/bin/nvidia-container-runtime"}}}\n')
+    assert run_cli("configure", "--engine", "docker", "--root", str(tmp_path)).code == 0

@@ -190,3 +190,12 @@ def test_the_model_loads_what_the_real_containerd_dumps(path, tmp_path, config_d
     for name, entry in loaded.runtimes.items():
         assert (entry.get("runtime_type") or "") == (dumped.runtimes[name].get("runtime_type")
                                                      or "")
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_an_empty_default_runtime_name_stops_the_cri_plugin(name):
+    version = 2 if name < "2" else 3
+    plugin = "io.containerd.grpc.v1.cri" if version == 2 else "io.containerd.cri.v1.runtime"
+    loaded = _build(f'version = {version}\n[plugins."{plugin}".containerd]\n'
+                    '  default_runtime_name = ""\n', name)
+    assert not loaded.cri_loaded and "is empty" in loaded.cri_error

@@ -57,7 +57,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan every file under the locks, then show or apply (or run the transaction)."""
-    from gpuready.changeset import locked_all
+    from gpuready.changeset import check, locked_all
     from gpuready.cli import daytwo
     from gpuready.workflow.daytwo import plan_migrate_node, write
 
@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
     plans = plan_migrate_node(node, to=args.to)
     with locked_all([plan.path for plan in plans], node=node.node):
         plans = plan_migrate_node(node, to=args.to)
+        if args.dry_run:
+            check(plans)  # the never-break gate's verdict, as a real run would meet it
         written = [] if args.dry_run else write(plans, node=node)
     report = daytwo.report(plans, written, dry_run=args.dry_run)
     daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")

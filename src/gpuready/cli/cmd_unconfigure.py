@@ -61,8 +61,6 @@ def register(subparsers) -> None:
         "is gone",
     )
     common.add_containerd_version(parser)
-    common.add_default_confirmation(
-        parser, what="taking away a runtime that is the default (Docker, CRI-O)")
     common.add_dry_run(parser)
     common.add_restart(parser)
     common.add_format(parser)
@@ -71,7 +69,7 @@ def register(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan under the files' locks, then show or apply."""
-    from gpuready.changeset import locked_all
+    from gpuready.changeset import check, locked_all
     from gpuready.cli import daytwo, engine_cli
     from gpuready.containerd.record import load_record
     from gpuready.errors import UsageError
@@ -95,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     paths = [node.config] + [Path(name) for name in (record or {}).get("files", {})]
     with locked_all(paths, node=node.node):
         plans = plan_unconfigure_node(node)
+        if args.dry_run:
+            check(plans)  # the never-break gate's verdict, as a real run would meet it
         written = [] if args.dry_run else write(plans, node=node)
     report = daytwo.report(plans, written, dry_run=args.dry_run)
     if not plans:

@@ -89,8 +89,7 @@ def unconfigure(args: argparse.Namespace, name: str) -> int:
         [plan] = engine.plan_remove_runtime(path, args.runtime_name, node=node)
         return plan
 
-    intent = Intent(removes=frozenset({args.runtime_name}),
-                    confirmed=bool(getattr(args, "confirm_every_pod_uses_it", False)))
+    intent = Intent(removes=frozenset({args.runtime_name}))
     return _apply(args, engine, planner, [], intent=intent)
 
 

@@ -98,6 +98,10 @@ class Guard:
         if dumped is not None:
             now, then = dumped
             verdict.notes += _disagreement(after, then)
+            # a dump is always in the line's own version: what the files' versions left unread
+            # is the model's to say
+            then.unread = after.unread
+            now.unread = before.unread if before is not None else None
             verdict.before, verdict.after = now, then
         verdict.refusals = judge(verdict.before, verdict.after, self.intent)
         if verdict.after.cri_error and verdict.after.cri_error.startswith("disabled_plugins"):
@@ -123,26 +127,44 @@ def refusal_message(guard: Guard, verdict: Verdict) -> str:
 
 
 def judge(before: Loaded | None, after: Loaded, intent: Intent) -> list[str]:
-    """The reasons to refuse a change from ``before`` (None: no config yet) to ``after``."""
-    reasons: list[str] = []
+    """The reasons to refuse a change from ``before`` (None: no config yet) to ``after``.
+
+    A node containerd does not start on now because an import names no file (one made at boot,
+    say, or not copied with the root) is judged on what the line would load once that file is
+    there: the change must not make it worse either.
+    """
     if after.refused:
         return [after.refused]
+    shared = (before is not None and after.import_missing is not None
+              and before.import_missing == after.import_missing)
+    if after.import_missing and not shared:
+        return [after.import_missing]
     if intent.restores and after.cri_error and after.cri_error.startswith("disabled_plugins"):
         return []  # the node as the operator had it: containerd there for Docker alone
+
+    def usable(loaded: Loaded) -> bool:
+        return loaded.cri_error is None and loaded.refused is None and (
+            loaded.import_missing is None or shared)
+
     if after.unread and (intent.adds or before is None or not before.unread):
-        reasons.append(after.unread)
-    had = before.loaded_runtimes if before is not None else {}
-    lost = sorted(set(had) - set(after.loaded_runtimes) - intent.removes)
-    if before is not None and before.cri_loaded and not after.cri_loaded:
+        # the runtimes are not read at all: nothing else to say about them
+        missing = intent.adds and intent.adds not in after.runtimes
+        return [after.unread, *([f"runtime {intent.adds!r} would not be loaded"]
+                                if missing else [])]
+    reasons: list[str] = []
+    had = before.runtimes if before is not None and usable(before) else {}
+    lost = sorted(set(had) - set(after.runtimes if usable(after) else {}) - intent.removes)
+    if before is not None and usable(before) and not usable(after):
         reasons.append(f"the CRI plugin would no longer load: {after.cri_error}")
-    elif after.cri_error and (intent.adds or before is None or before.cri_loaded):
+    elif after.cri_error and (intent.adds or before is None or usable(before)):
         reasons.append(f"the CRI plugin would not load: {after.cri_error}")
-    if lost and after.cri_loaded:
+    if lost and usable(after):
         reasons.append(f"runtime(s) {', '.join(lost)} would no longer be loaded")
-    if intent.adds and after.cri_loaded and intent.adds not in after.runtimes:
+    if intent.adds and usable(after) and intent.adds not in after.runtimes:
         reasons.append(f"runtime {intent.adds!r} would not be loaded")
-    if not intent.confirmed and before is not None and before.cri_loaded and after.cri_loaded:
-        reasons += _default_changes(before, after)
+    if not intent.confirmed and before is not None:
+        if usable(before) and usable(after):
+            reasons += _default_changes(before, after)
         reasons += _taken_over(before, after, intent)
     return reasons
 
@@ -280,13 +302,25 @@ def _engine_reasons(runtimes: Mapping[str, Any], default: str | None,
         reasons.append(f"how the default runtime {default!r} runs would change: every "
                        f"container would be affected (pass {CONFIRM_FLAG} if that is meant)")
     for name, entry in runtimes.items():
-        old = entry.get("runtime_type") if isinstance(entry, Mapping) else None
-        new = after.get(name, {}).get("runtime_type") if isinstance(after.get(name),
-                                                                    Mapping) else None
+        old, new = _engine_kind(entry), _engine_kind(after.get(name))
         if name != default and name in after and old and new and new != old:
-            reasons.append(f"runtime {name!r} of type {old} would become {new} (choose "
-                           f"another --runtime-name, or pass {CONFIRM_FLAG})")
+            reasons.append(f"runtime {name!r} ({old}) would become {new} (choose another "
+                           f"--runtime-name, or pass {CONFIRM_FLAG})")
     return reasons
+
+
+def _engine_kind(entry: Any) -> str | None:
+    """What kind of runtime an engine's entry is: CRI-O's ``runtime_type``; for Docker, which
+    has no type, the program it runs, unless that is an NVIDIA runtime (whose path an update
+    may move)."""
+    if not isinstance(entry, Mapping):
+        return None
+    if entry.get("runtime_type"):
+        return f"type {entry['runtime_type']}"
+    path = entry.get("path")
+    if isinstance(path, str) and path and not Path(path).name.startswith("nvidia"):
+        return f"path {path}"
+    return "an NVIDIA runtime" if isinstance(path, str) and path else None
 
 
 def planned_node(root: Path, texts: Mapping[Path, str | None]):

@@ -53,7 +53,8 @@ NO_RUNTIME_ERROR = ("invalid plugin config: no corresponding runtime configured 
 class Loaded:
     """What a containerd line builds from a node's files, and whether its CRI plugin loads.
 
-    ``refused``: containerd does not start at all (the reason); ``unread``: a file is of a
+    ``refused``: containerd does not start at all (the reason); ``import_missing``: it does not
+    start because an import names no file, which may be one made at boot; ``unread``: a file is of a
     version the line does not read, and is left mostly unread (the reason). ``runtimes`` and
     ``default_runtime`` are those of the CRI table the line reads, loaded or not.
     """
@@ -63,6 +64,7 @@ class Loaded:
     files: list[Path] = field(default_factory=list)
     missing_imports: list[str] = field(default_factory=list)
     refused: str | None = None
+    import_missing: str | None = None
     unread: str | None = None
     cri_error: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -92,7 +94,7 @@ class Loaded:
     @property
     def cri_loaded(self) -> bool:
         """True when containerd starts and its CRI plugin loads."""
-        return self.refused is None and self.cri_error is None
+        return self.refused is None and self.import_missing is None and self.cri_error is None
 
     @property
     def loaded_runtimes(self) -> dict[str, dict[str, Any]]:
@@ -101,8 +103,8 @@ class Loaded:
 
     def why_not_loaded(self, runtime: str) -> str | None:
         """Why pods cannot use ``runtime`` (None when they can)."""
-        if self.refused:
-            return self.refused
+        if self.refused or self.import_missing:
+            return self.refused or self.import_missing
         if self.cri_error:
             return f"{self.line.line} does not load its CRI plugin: {self.cri_error}"
         if runtime not in self.runtimes:
@@ -160,12 +162,12 @@ def load_node(
             raise file.syntax_error
     loaded = build([(file.path, file.data) for file in files], line)
     loaded.missing_imports = [entry for _, entry in missing]
-    if missing and loaded.refused is None:
+    if missing:
         # a plain path that names no file stops containerd at start ("failed to load TOML ...
         # no such file or directory", Debian's 1.6.20); a glob that matches nothing does not
         importer, entry = missing[0]
-        loaded.refused = (f"{line.line} does not start: import {entry!r} in {importer.path} "
-                          "names no file")
+        loaded.import_missing = (f"{line.line} does not start: import {entry!r} in "
+                                 f"{importer.path} names no file")
     return loaded
 
 
@@ -292,6 +294,10 @@ def _cri_error(loaded: Loaded) -> str | None:
         off = [name for name in disabled if isinstance(name, str) and name in CRI_PLUGIN_IDS]
         if off:
             return f"disabled_plugins turns it off ({', '.join(map(repr, off))})"
+    written = _table(loaded.cri_table, ("containerd",)).get("default_runtime_name")
+    if written == "":
+        # containerd's own check when the CRI plugin starts, on 1.x and 2.x alike
+        return "`default_runtime_name` is empty"
     if loaded.default_runtime not in loaded.runtimes:
         return NO_RUNTIME_ERROR.format(name=loaded.default_runtime)
     return None

@@ -53,7 +53,13 @@ def _overlaid(found: list[Path], pattern: Path, *, node: Node, overrides: Overri
     import fnmatch
 
     kept = {node.resolve(path): path for path in found}
-    parts = Path(os.path.abspath(pattern)).parts
+    # the overrides are keyed by resolved path: match them against the pattern's folder as
+    # resolved (conf.d may be a link), and name them as the pattern does
+    absolute = Path(os.path.abspath(pattern))
+    cut = next(index for index, part in enumerate(absolute.parts)
+               if any(char in part for char in _GLOB_CHARS))
+    folder = Path(*absolute.parts[:cut])
+    parts = (*node.resolve(folder).parts, *absolute.parts[cut:])
     for path, text in overrides.items():
         candidate = path.parts
         matches = len(candidate) == len(parts) and all(
@@ -61,7 +67,8 @@ def _overlaid(found: list[Path], pattern: Path, *, node: Node, overrides: Overri
             and (not candidate[index].startswith(".") or part.startswith("."))
             for index, part in enumerate(parts))
         if matches and text is not None:
-            kept.setdefault(path, path)
+            kept.setdefault(path, folder.joinpath(*candidate[len(parts) - len(absolute.parts)
+                                                             + cut:]))
         elif path in kept and text is None:
             del kept[path]
     return sorted(kept.values())

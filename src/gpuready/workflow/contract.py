@@ -258,7 +258,10 @@ def _loaded_check(name: str, runtime: str, config: ConfigFacts, loaded: Loaded |
     if why is None:
         return Check(name, True, f"{loaded.line.label} loads runtimes "
                                  f"{', '.join(sorted(loaded.runtimes))}")
-    if loaded.cri_error and loaded.default_runtime not in loaded.runtimes:
+    if loaded.cri_error and loaded.cri_error.startswith("disabled_plugins"):
+        fix = ("take the CRI plugin out of disabled_plugins: 'gpuready configure --enable-cri' "
+               "(or 'gpuready setup --enable-cri')")
+    elif loaded.cri_error and loaded.default_runtime not in loaded.runtimes:
         fix = (f"add the runtime table of {loaded.default_runtime} (containerd 1.x drops its "
                "built-in runc once a file names any runtime): 'gpuready configure' writes it")
     return Check(name, False, why, fix)

@@ -98,6 +98,9 @@ def run_setup(options: SetupOptions) -> SetupResult:
     """
     result = _run_steps(options)
     if options.dry_run:
+        from gpuready.changeset import check
+
+        check(result.plans)  # the never-break gate's verdict, as a real run would meet it
         return result
     files, read = NodeFiles.on(options.node, options.toolkit_dir), None
     _write(options, result, config=None if options.owned else files.config)

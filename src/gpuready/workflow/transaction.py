@@ -241,6 +241,14 @@ def preflight(
     """The dumps of the effective config now and with the candidates; failures go to
     ``outcome``."""
     host = host or LocalHost()
+    from gpuready.changeset import check
+    from gpuready.containerd.gate import RefusedError
+
+    try:
+        check(plans)  # the never-break gate, before containerd is asked or anything written
+    except RefusedError as error:
+        outcome.add("pre-flight", False, error.message())
+        return None, None
     refused = _versions_refused(plans, host.release())
     if refused:
         outcome.add("pre-flight", False, refused)

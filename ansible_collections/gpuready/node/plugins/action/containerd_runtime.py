@@ -66,6 +66,10 @@ class ActionModule(ActionBase):
         if args["restart"]:
             return self._transaction(runtime, args, major=major, line=line)
         change = runtime.plan(major=major, line=line)
+        if self._task.check_mode:
+            from gpuready.changeset import check
+
+            check(change.plans)  # the never-break gate's verdict, as a real run would meet it
         written = [] if self._task.check_mode else runtime.write(change)
         return self._outcome(runtime, change, written)
 
