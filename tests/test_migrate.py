@@ -103,7 +103,8 @@ def test_imports_are_migrated_too(tmp_path: Path) -> None:
     configured = run_cli("configure", "--config", str(config), "--drop-in", str(drop_in),
                          "--containerd-version", "2.1")
     assert configured.code == 0, configured.err
-    result = run_cli("migrate", "--to", "4", "--config", str(config))
+    result = run_cli("migrate", "--to", "4", "--config", str(config),
+                     "--containerd-version", "2.3")  # a node whose containerd reads version 4
     assert result.code == 0, result.err
     for path in (config, drop_in):
         assert tomllib.loads(path.read_text())["version"] == 4
@@ -164,7 +165,9 @@ def test_restart_refuses_a_version_the_installed_containerd_does_not_read(
     result = run_cli("migrate", "--to", "3", "--config", str(config), "--restart",
                      "--restart-command", "false", "--address", f"unix://{tmp_path}/none.sock")
     assert result.code == 1, result.out + result.err
-    assert "config version 3 is above what the installed containerd 1." in result.out
+    # the never-break gate, in the pre-flight: the installed 1.x reads versions 1 and 2 only
+    assert "[FAILED] pre-flight:" in result.out
+    assert "reads config versions 1 and 2" in result.out
     assert "refused before writing: no file was changed" in result.out
     assert config.read_bytes() == LAB_BASE.read_bytes()
 
