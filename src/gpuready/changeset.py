@@ -61,7 +61,7 @@ def check(plans: Sequence[Plan]) -> None:
     :mod:`gpuready.containerd.gate`); a refusal raises before anything is written. A dry run
     calls this too, so it shows the verdict a real run would meet."""
     for guard in dict.fromkeys(plan.guard for plan in plans if plan.guard is not None):
-        guard.enforce([plan for plan in plans])
+        guard.enforce(list(plans))
 
 
 def new_folders(plans: Sequence[Plan], *, node: Node) -> list[Path]:

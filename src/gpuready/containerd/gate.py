@@ -16,7 +16,11 @@ when the change would:
 
 Where the node is this machine and its containerd answered ``--version``, that containerd's own
 ``config dump`` of the staged files decides what is loaded; a disagreement with the model is
-said in the refusal or the notes.
+said in the notes. A node containerd does not start on now only because an import names no file
+(one made at boot, or not copied with a root) is judged as it would load with that file there.
+
+:class:`EngineGuard` applies the same rules to Docker's ``daemon.json`` and CRI-O's drop-in, on
+the engine's own reading of its files.
 """
 
 from __future__ import annotations
@@ -162,7 +166,9 @@ def judge(before: Loaded | None, after: Loaded, intent: Intent) -> list[str]:
         reasons.append(f"runtime(s) {', '.join(lost)} would no longer be loaded")
     if intent.adds and usable(after) and intent.adds not in after.runtimes:
         reasons.append(f"runtime {intent.adds!r} would not be loaded")
-    if not intent.confirmed and before is not None:
+    # giving back what was there before gpuready (unconfigure) may change the default runtime
+    # back too: that is the point of it
+    if not intent.confirmed and not intent.restores and before is not None:
         if usable(before) and usable(after):
             reasons += _default_changes(before, after)
         reasons += _taken_over(before, after, intent)

@@ -143,7 +143,6 @@ def load_node(
 ) -> Loaded:
     """What ``line`` loads from ``main`` and its imports on ``node`` (a :class:`Node`), with
     ``overrides`` (host path: planned text, None for a removed file) in place of the files."""
-    from gpuready.errors import InputError
     from gpuready.node import FileKind
     from gpuready.rules.context import FileContext, Options
     from gpuready.rules.imports import load_imports
@@ -152,8 +151,10 @@ def load_node(
     main_text = resolved.get(node.resolve(main), ...)
     if main_text is ...:
         main_text = node.read_text(main, kind=FileKind.CONFIG)
-    if main_text is None:
-        raise InputError(main, "the change removes the main config")
+    if main_text is None:  # no config file: containerd runs its own defaults
+        loaded = build([(main, {})], line)
+        loaded.notes.append(f"{main} is removed: {line.line} runs its defaults")
+        return loaded
     options = Options(root=node.root)
     first = FileContext(main, main_text, options=options)
     files, missing = load_imports(first, options=options, overrides=resolved)

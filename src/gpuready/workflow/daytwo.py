@@ -107,8 +107,6 @@ def plan_unconfigure_node(node: NodeConfig) -> list[Plan]:
     plans = plan_unconfigure(node.config, node=node.node)
     if node.line is None or not plans or not node.node.is_file(node.config):
         return plans
-    if any(plan.path == node.config and plan.after is None for plan in plans):
-        return plans  # a config gpuready created goes: containerd runs its defaults, as before
     record = load_record(node.config, node=node.node) or {"settings": []}
     removes = frozenset(setting.get("name") for setting in record["settings"]
                         if setting.get("kind") == "runtime" and setting.get("name"))
