@@ -109,9 +109,9 @@ def test_files_that_existed_before_setup_are_restored_or_left_alone(tmp_path: Pa
     setup = _setup(root)
     assert "kept existing spec" in setup.out
     record = json.loads((root / RECORD).read_text())["files"]
-    assert str(root / CDI_SPEC) not in record
-    assert str(root / TOOLKIT / "default.txt") not in record
-    assert record[str(root / TOOLKIT / "report.txt")]["original"] is not None
+    assert f"/{CDI_SPEC}" not in record
+    assert f"/{TOOLKIT}/default.txt" not in record
+    assert record[f"/{TOOLKIT}/report.txt"]["original"] is not None
     _unconfigure(root)
     assert _files(root) == before
 
@@ -142,7 +142,7 @@ def test_setup_after_configure_keeps_configures_record(tmp_path: Path) -> None:
     _setup(root)
     record = json.loads((root / RECORD).read_text())
     assert record["settings"] == configured["settings"]
-    assert record["files"][str(root / CONFIG)] == configured["files"][str(root / CONFIG)]
+    assert record["files"][f"/{CONFIG}"] == configured["files"][f"/{CONFIG}"]
     _unconfigure(root)
     assert _files(root) == before
 

@@ -18,7 +18,10 @@ import contextlib
 import fcntl
 import os
 import re
+import stat
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -53,23 +56,36 @@ def locked(path: Path, *, node: Node) -> Iterator[None]:
     The lock is taken on the file's folder (``flock`` on a directory descriptor), not on the file,
     because the file itself is replaced by a rename; and it leaves no lock file behind for
     containerd's ``imports`` globs to trip over. A concurrent gpuready waits here instead of
-    overwriting this run's edit. While the folder does not exist yet, the nearest folder above it
-    is locked instead (nothing is created to take a lock); :func:`apply_plan` locks the folder
-    too once it has created it.
+    overwriting this run's edit, saying whom it waits for, and gives up after
+    :func:`lock_wait_seconds` (:class:`LockTimeoutError`). While the folder does not exist yet,
+    the nearest folder above it is locked instead (nothing is created to take a lock);
+    :func:`apply_plan` locks the folder too once it has created it. A folder this process
+    already holds is not locked again (the outer holder keeps it).
     """
     target = node.writable(path)
-    while True:
-        folder = _nearest_folder(target.parent)
-        fd = _lock(folder, path)
-        if _nearest_folder(target.parent) == folder:
-            break
-        os.close(fd)  # the folder appeared meanwhile: lock the folder itself
-    _HELD.add(folder)
+    folder = _nearest_folder(target.parent)
+    fd = None
+    if folder not in _HELD:
+        folder, fd = _acquire(target, path)
+    _HELD[folder] = _HELD.get(folder, 0) + 1
     try:
         yield
     finally:
-        _HELD.discard(folder)
-        os.close(fd)
+        _HELD[folder] -= 1
+        if not _HELD[folder]:
+            del _HELD[folder]
+        if fd is not None:
+            os.close(fd)
+
+
+def _acquire(target: Path, shown: Path) -> tuple[Path, int]:
+    """Lock the nearest existing folder of ``target``; again when it appeared meanwhile."""
+    while True:
+        folder = _nearest_folder(target.parent)
+        fd = _lock(folder, shown)
+        if _nearest_folder(target.parent) == folder:
+            return folder, fd
+        os.close(fd)  # the folder appeared meanwhile: lock the folder itself
 
 
 def _nearest_folder(folder: Path) -> Path:
@@ -83,8 +99,90 @@ def _lock(folder: Path, shown: Path) -> int:
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as error:
         raise WriteError(f"{shown}: cannot take the lock: {error.strerror or error}") from None
-    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        _wait_for_lock(fd, folder)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
+
+
+class LockTimeoutError(WriteError):
+    """Another process held the lock longer than gpuready waits; nothing was written."""
+
+
+LOCK_WAIT_SECONDS = 60.0
+LOCK_WAIT_VARIABLE = "GPUREADY_LOCK_WAIT"
+LOCK_NOTICE_SECONDS = 1.0  # a lock taken at once says nothing; a longer wait says whom it awaits
+_POLL_SECONDS = 0.05
+
+
+def lock_wait_seconds() -> float:
+    """How long every command waits for a lock another process holds: 60 s, or the seconds in
+    ``GPUREADY_LOCK_WAIT`` (0: give up at once)."""
+    text = os.environ.get(LOCK_WAIT_VARIABLE)
+    if text is None or not text.strip():
+        return LOCK_WAIT_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 86400:  # also refuses nan and inf
+        raise WriteError(f"{LOCK_WAIT_VARIABLE}={text!r}: give the seconds to wait for a lock "
+                         "(0 to 86400); nothing written")
+    return seconds
+
+
+def _wait_for_lock(fd: int, folder: Path) -> None:
+    """Take the exclusive lock on ``fd``, waiting at most :func:`lock_wait_seconds`."""
+    limit = lock_wait_seconds()
+    start = time.monotonic()
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        waited = time.monotonic() - start
+        if waited >= limit:
+            raise LockTimeoutError(
+                f"{folder}: still locked by {lock_holder(folder)} after {limit:g} s; nothing "
+                f"written (run again when it is done; {LOCK_WAIT_VARIABLE} sets the wait)")
+        if not told and waited >= min(LOCK_NOTICE_SECONDS, limit):
+            told = True
+            print(f"gpuready: waiting for the lock on {folder}, held by {lock_holder(folder)} "
+                  f"(giving up after {limit:g} s)", file=sys.stderr, flush=True)
+        time.sleep(min(_POLL_SECONDS, max(limit - waited, 0.0)))
+
+
+def lock_holder(folder: Path) -> str:
+    """Who holds the ``flock`` of ``folder``, as ``/proc/locks`` tells it: ``process 123
+    (gpuready configure ...)``, or ``another process`` when that cannot be read."""
+    try:
+        status = folder.stat()
+        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
+            lines = handle.read(1 << 20).splitlines()
+    except OSError:
+        return "another process"
+    wanted = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
+    for line in lines:
+        fields = line.split()
+        if "->" in fields or len(fields) < 6 or fields[1] != "FLOCK" or fields[5] != wanted:
+            continue
+        return f"process {fields[4]}{_command_of(fields[4])}"
+    return "another process"
+
+
+def _command_of(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            words = handle.read(400).split(b"\0")
+    except OSError:
+        return ""
+    shown = " ".join(word.decode("utf-8", "replace") for word in words if word)
+    shown = "".join(char if char.isprintable() else "?" for char in shown)[:80]
+    return f" ({shown})" if shown else ""
 
 
 def apply_plan(plan: Plan, *, node: Node) -> bool:
@@ -131,7 +229,7 @@ def _locked_here(folder: Path) -> bool:
     return folder in _HELD
 
 
-_HELD: set[Path] = set()
+_HELD: dict[Path, int] = {}  # the folders this process holds the lock of, and how often
 
 
 def remove_stale_temporaries(target: Path) -> list[Path]:
@@ -224,8 +322,29 @@ def _require_owner_can_be_kept(path: Path) -> None:
 def _keep_first_backup(path: Path, original: bytes) -> None:
     """Save the file as it was before gpuready first changed it; later runs keep that copy."""
     backup = backup_path(path)
-    if not backup.exists():
+    if not require_backup_slot(path):
         write_atomic(backup, original, mode=path.stat().st_mode & 0o7777)
+
+
+def require_backup_slot(path: Path) -> bool:
+    """True when ``path``'s backup is already kept (a plain file), False when there is none yet.
+
+    Anything else at the backup's path (a folder, a link, a FIFO) is not a backup gpuready could
+    trust or write: :class:`WriteError` says so before anything is written.
+    """
+    backup = backup_path(path)
+    try:
+        status = backup.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        raise WriteError(f"{backup}: {error.strerror or error}; nothing written") from None
+    if stat.S_ISREG(status.st_mode):
+        return True
+    kind = "a symbolic link" if stat.S_ISLNK(status.st_mode) else (
+        "a folder" if stat.S_ISDIR(status.st_mode) else "not a plain file")
+    raise WriteError(f"{backup}: is {kind}, not a backup gpuready can keep the original in; "
+                     "nothing written (move it away and run again)")
 
 
 def _read_or_none(path: Path) -> bytes | None:

@@ -30,6 +30,11 @@ from gpuready.textfile import decode
 MAX_LINKS = 40  # as Linux's ELOOP limit for one path lookup
 _PATHS_KEPT = 256  # node paths whose host path a Node keeps (the fixed paths gpuready reads)
 _MIB = 1024 * 1024
+# What one Node view reads in all (imports, globs, specs), beside each file's own limit: far
+# above a real node (a config and a few drop-ins, a CDI spec or two), low enough that reading
+# and checking it all stays within seconds and a few hundred MB.
+MAX_NODE_FILES = 256
+MAX_NODE_BYTES = 16 * _MIB
 
 
 class FileKind(enum.Enum):
@@ -65,7 +70,7 @@ class Node:
     again; :meth:`writable` always looks afresh.
     """
 
-    def __init__(self, root: Path | str = "/") -> None:
+    def __init__(self, root: Path | str = "/", *, budget: bool = True) -> None:
         self.root = Path(os.path.abspath(root))
         self._root = str(self.root)
         self._prefix = self._root.rstrip("/") + "/"  # what a path below the root starts with
@@ -73,6 +78,9 @@ class Node:
         self._targets: dict[str, str] = {}
         self._resolved: dict[str, tuple[str, bool]] = {}
         self._paths: dict[str, Path] = {}  # node path -> host path (no lookup: kept always)
+        # resolved path -> bytes, of every file read (None: no budget, as for HOST)
+        self._read: dict[str, int] | None = {} if budget else None
+        self._bytes_read = 0
 
     def __repr__(self) -> str:
         return f"Node({self._root!r})"
@@ -343,6 +351,10 @@ class Node:
     def read_bytes(self, host_path: Path | str, *, kind: FileKind) -> bytes:
         """The bytes of a regular file no larger than ``kind``'s limit; else :class:`InputError`.
 
+        Every file this view reads counts against one budget, :data:`MAX_NODE_FILES` files and
+        :data:`MAX_NODE_BYTES` bytes in all (a file read again counts once): the read that would
+        pass it is refused before the file is opened.
+
         A FIFO, device or socket is refused before it is opened; the descriptor is checked again
         after opening (``O_NOFOLLOW``, ``O_NONBLOCK``: a file swapped for a link or a FIFO meanwhile
         neither escapes nor blocks), and at most limit + 1 bytes are ever read.
@@ -356,6 +368,7 @@ class Node:
             raise InputError(host_path, _reason(error)) from None
         _require_regular(before, host_path)
         _require_size(before.st_size, kind, host_path)
+        self._charge(real, before.st_size, kind, host_path)
         try:
             fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError as error:
@@ -368,7 +381,22 @@ class Node:
         finally:
             os.close(fd)
         _require_size(len(data), kind, host_path)
+        self._charge(real, len(data), kind, host_path)
         return data
+
+    def _charge(self, real: str, size: int, kind: FileKind, shown: Path | str) -> None:
+        """Count a file of ``size`` bytes against the budget, or refuse it when it would pass."""
+        if self._read is None or kind is FileKind.PACKAGE_DATABASE:
+            return  # the package database is one fixed file, bounded by its own limit
+        known = self._read.get(real)
+        if known is None and len(self._read) >= MAX_NODE_FILES:
+            raise InputError(shown, f"one file more than the {MAX_NODE_FILES} files gpuready "
+                             "reads from one node (imports, globs, CDI specs); refused")
+        total = self._bytes_read - (known or 0) + size
+        if total > MAX_NODE_BYTES:
+            raise InputError(shown, f"reading it passes the {MAX_NODE_BYTES // _MIB} MiB "
+                             "gpuready reads from one node (imports, globs, CDI specs); refused")
+        self._read[real], self._bytes_read = size, total
 
     def read_text(self, host_path: Path | str, *, kind: FileKind) -> str:
         """The file's UTF-8 text (see :meth:`read_bytes`; binary or non-UTF-8 text is refused)."""
@@ -381,7 +409,7 @@ class Node:
         return self.read_text(host_path, kind=kind)
 
 
-HOST = Node("/")
+HOST = Node("/", budget=False)  # the files a user names: each bounded by its own limit
 
 
 @functools.lru_cache(maxsize=1024)

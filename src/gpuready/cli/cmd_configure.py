@@ -171,9 +171,10 @@ def run(args: argparse.Namespace) -> int:
     Without --drop-in and --restart the runtime goes where the node's owner reads it; with
     either, into containerd's own config (plain containerd, or --config).
     """
-    from gpuready.cli import engine_cli
+    from gpuready.cli import daytwo, engine_cli
     from gpuready.errors import UsageError
 
+    daytwo.check_restart_options(args)
     engine = engine_cli.engine_name(args, config=args.config)
     if engine != "containerd":
         return engine_cli.configure(args, engine)
@@ -202,6 +203,7 @@ def run_day_two(args: argparse.Namespace, request) -> int:
                          "them (it writes where the owner reads), or pass --config")
     node = daytwo.node_config(args)
     drop_in = daytwo.drop_in(args)
+    daytwo.finish_pending(args, node.config)
     if args.restart:
         return daytwo.transact(
             args, node, lambda: plan_configure_node(node, request, drop_in=drop_in),
@@ -232,6 +234,7 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
     from pathlib import Path
 
     from gpuready.changeset import check
+    from gpuready.cli import daytwo
     from gpuready.containerd.keep_default import keep_default_runtime
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
@@ -241,6 +244,7 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
 
     node = Node(args.root)
     detection = common.detect_owner(args)
+    daytwo.finish_pending(args)
 
     def plan():
         return plan_for_owner(detection, node=node, request=request, force=args.force,

@@ -61,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.cli import daytwo
     from gpuready.workflow.daytwo import plan_migrate_node, write
 
+    daytwo.check_restart_options(args)
     node = daytwo.node_config(args)
+    daytwo.finish_pending(args, node.config)
     if args.restart:
         return daytwo.transact(args, node, lambda: plan_migrate_node(node, to=args.to),
                                expect_runtime=None)

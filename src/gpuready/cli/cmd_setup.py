@@ -65,9 +65,11 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--toolkit-dir",
         default="/root/toolkit",
+        type=common.node_folder,
         metavar="DIR",
         help="node folder for default.txt, parsed.txt, cdi-keys.txt, runtimeclass.yaml and "
-        "report.txt (default: /root/toolkit)",
+        "report.txt (default: /root/toolkit); a node path under --root, a relative DIR taken "
+        "from the node's top (rel/tk is /rel/tk)",
     )
     parser.add_argument(
         "--gpus",
@@ -104,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
 
     node = Node(args.root)
     node.check_root()
+    if args.engine != "docker":
+        from gpuready.cli import daytwo
+
+        daytwo.finish_pending(args)  # a --restart a killed run left on containerd's config
     options = SetupOptions(
         node=node,
         request=runtime_request(args),
@@ -115,12 +121,37 @@ def run(args: argparse.Namespace) -> int:
         detection=common.detect_owner(args),
         containerd_version=args.containerd_version,
     )
-    result = run_setup(options)
+    result = _run_locked(options, run_setup)
     if args.format == "json":
         print(json.dumps(_as_json(result, dry_run=args.dry_run), indent=2))
     else:
         _print_text(result, dry_run=args.dry_run)
     return 0 if result.ok else 1
+
+
+def _run_locked(options, run_setup):
+    """Run setup holding the lock of every file it may write from the first read to the last
+    write, so that a concurrent gpuready waits for it (and says so) instead of failing on a file
+    that changed meanwhile. A dry run reads only and takes no lock."""
+    if options.dry_run:
+        return run_setup(options)
+    from gpuready.changeset import locked_all
+
+    with locked_all(_setup_paths(options), node=options.node):
+        return run_setup(options)
+
+
+def _setup_paths(options) -> list:
+    """The files ``setup`` may write, for either engine and any owner of containerd."""
+    from gpuready.engines.docker.facts import DAEMON_JSON
+    from gpuready.workflow.contract import NodeFiles
+
+    files = NodeFiles.on(options.node, options.toolkit_dir)
+    paths = [files.config, files.cdi_spec, files.toolkit / "report.txt",
+             options.node.path(DAEMON_JSON)]
+    if options.detection is not None:
+        paths.append(options.node.path(options.detection.owner.config))
+    return paths
 
 
 def _print_text(result, *, dry_run: bool) -> None:

@@ -75,12 +75,14 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.errors import UsageError
     from gpuready.workflow.daytwo import plan_unconfigure_node, write
 
+    daytwo.check_restart_options(args)
     engine = engine_cli.engine_name(args, config=args.config)
     if engine != "containerd":
         return engine_cli.unconfigure(args, engine)
     if args.reload:
         raise UsageError("--reload is for --engine docker: use --restart for containerd")
     node = daytwo.node_config(args)
+    daytwo.finish_pending(args, node.config)
     record = load_record(node.config, node=node.node)
     if args.restart:
         runtimes = [s["name"] for s in (record or {}).get("settings", []) if s["kind"] == "runtime"]

@@ -62,11 +62,31 @@ def runtime_name(value: str) -> str:
     """A ``--runtime-name`` Kubernetes accepts as a RuntimeClass handler (the runtime's name)."""
     from gpuready.kubernetes.runtimeclass import label_problem
 
-    problem = label_problem(value)
+    problem = control_problem(value) or label_problem(value)
     if problem is not None:
         raise argparse.ArgumentTypeError(f"{problem}: the RuntimeClass handler is the runtime's "
                                          "name, and Kubernetes accepts only such a label")
     return value
+
+
+def control_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a name or path on the node (a control character such as a
+    newline, which a pattern's ``$`` lets through), or None when it has none."""
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        return f"{value!r} holds a control character"
+    return None
+
+
+def node_folder(value: str) -> str:
+    """A folder option on the node (``--toolkit-dir``): an absolute node path under ``--root``.
+
+    A relative ``DIR`` is a node path too, taken from the node's top (``rel/tk`` is
+    ``/rel/tk`` under ``--root``): nothing is ever written beside the current folder.
+    """
+    problem = control_problem(value) or ("is empty" if not value.strip() else None)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return value if value.startswith("/") else "/" + value
 
 
 def binary_path(value: str) -> str:

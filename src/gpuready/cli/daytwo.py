@@ -8,6 +8,14 @@ import json
 import sys
 from collections.abc import Callable
 
+from gpuready.errors import ExitCode, GpureadyError
+
+
+class PendingTransactionError(GpureadyError):
+    """A transaction a killed run left could not be finished; the command did nothing else."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
 
 def node_config(args: argparse.Namespace):
     """The :class:`~gpuready.workflow.daytwo.NodeConfig` of ``--config``, ``--root`` and
@@ -15,16 +23,26 @@ def node_config(args: argparse.Namespace):
     from pathlib import Path
 
     from gpuready.containerd.semantics import choose
-    from gpuready.node import Node
-    from gpuready.paths import CONTAINERD_CONFIG
     from gpuready.workflow.daytwo import NodeConfig
 
     root = Path(args.root)
-    path = Path(args.config) if args.config else Node(root).path(CONTAINERD_CONFIG)
+    path = config_path(args)
     flag = getattr(args, "containerd_version", None)
     semantics = choose(flag=flag, probe=True, config_version=_version_or_none(path, root),
                        root=root)
     return NodeConfig(config=path, root=root, major=semantics.major, line=semantics.line)
+
+
+def config_path(args: argparse.Namespace):
+    """The containerd config ``--config`` names, else the node's ``/etc/containerd/config.toml``
+    (where a ``--restart`` transaction keeps its journal)."""
+    from pathlib import Path
+
+    from gpuready.node import Node
+    from gpuready.paths import CONTAINERD_CONFIG
+
+    config = getattr(args, "config", None)
+    return Path(config) if config else Node(args.root).path(CONTAINERD_CONFIG)
 
 
 def _version_or_none(path, root):
@@ -109,6 +127,66 @@ def print_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
         print(f"gpuready: error: {reason}", file=sys.stderr)
 
 
+def restart_options(args: argparse.Namespace, *, expect_runtime: str | None = None,
+                    gone_runtime: str | None = None):
+    """The :class:`~gpuready.workflow.transaction.RestartOptions` of ``--restart``'s options."""
+    from gpuready.workflow.transaction import RestartOptions
+
+    return RestartOptions(
+        address=args.address,
+        command=args.restart_command,
+        timeout=args.restart_timeout,
+        probe=args.probe,
+        runtime_name=getattr(args, "runtime_name", "nvidia"),
+        expect_runtime=expect_runtime,
+        gone_runtime=gone_runtime,
+    )
+
+
+def check_restart_options(args: argparse.Namespace) -> None:
+    """Refuse restart options no transaction can run with (``--restart-timeout nan``), before
+    anything is written: a bad input, exit 2."""
+    from gpuready.errors import UsageError
+    from gpuready.workflow.transaction import options_problem
+
+    if not hasattr(args, "restart_timeout"):
+        return
+    problem = options_problem(restart_options(args))
+    if problem is not None:
+        raise UsageError(f"{problem}; nothing written")
+
+
+def finish_pending(args: argparse.Namespace, config=None) -> None:
+    """Before a writing command changes anything: finish the ``--restart`` transaction a killed
+    run left beside the config (restart and verify, or roll back) and say which.
+
+    A dry run only says one is pending. When the node is left in no known state (containerd did
+    not come back, a file was edited since), the command stops there (exit 1)."""
+    from pathlib import Path
+
+    from gpuready.node import Node
+    from gpuready.workflow import journal
+    from gpuready.workflow.transaction import finish_pending as finish
+
+    config = config or config_path(args)
+    out = sys.stderr if getattr(args, "format", "text") == "json" else sys.stdout
+    if not journal.pending(Node(args.root), config):
+        return
+    if getattr(args, "dry_run", False):
+        print(f"note: a --restart transaction on this node was killed before its verdict "
+              f"(journal {journal.journal_path(config)}); a run without --dry-run finishes it "
+              "first", file=out)
+        return
+    override = restart_options(args) if getattr(args, "restart", False) else None
+    finished = finish(Path(args.root), config, override=override)
+    if finished is None:
+        return
+    print("\n".join(finished.lines()), file=out)
+    if not finished.settled:
+        raise PendingTransactionError(f"the pending --restart transaction is not finished "
+                               f"({finished.detail}); nothing else done")
+
+
 def transact(
     args: argparse.Namespace,
     node,
@@ -118,17 +196,9 @@ def transact(
     gone_runtime: str | None = None,
 ) -> int:
     """Run the change as the ``--restart`` transaction and print its report."""
-    from gpuready.workflow.transaction import RestartOptions, run_transaction
+    from gpuready.workflow.transaction import run_transaction
 
-    options = RestartOptions(
-        address=args.address,
-        command=args.restart_command,
-        timeout=args.restart_timeout,
-        probe=args.probe,
-        runtime_name=getattr(args, "runtime_name", "nvidia"),
-        expect_runtime=expect_runtime,
-        gone_runtime=gone_runtime,
-    )
+    options = restart_options(args, expect_runtime=expect_runtime, gone_runtime=gone_runtime)
     outcome = run_transaction(node, plan, options=options, dry_run=args.dry_run)
     if args.format == "json":
         print(json.dumps(outcome.to_dict(), indent=2))

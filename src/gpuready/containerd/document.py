@@ -31,17 +31,21 @@ class ConfigFile:
 
 
 def parse_toml(text: str, path: Path | str) -> dict[str, Any]:
-    """Parse with ``tomllib``; a syntax error becomes :class:`InputError` with line and column."""
-    too_deep = nesting_error(without_bom(text), path)
-    if too_deep is not None:
-        raise too_deep
+    """Parse with ``tomllib``; a syntax error becomes :class:`InputError` with line and column.
+
+    The bounds of :func:`loads_bounded` apply: nesting, key paths and the number of keys.
+    """
     try:
-        return tomllib.loads(without_bom(text))
+        return loads_bounded(without_bom(text), path)
     except tomllib.TOMLDecodeError as error:
         raise toml_error(str(error), text, path) from None
 
 
 MAX_TOML_DEPTH = 64
+MAX_KEY_PARTS = 64  # parts of one table header or dotted key (``a.b.c`` has 3)
+# Keys and table headers in one file: containerd's own default config has about 200, and
+# gpuready's edits of the largest file allowed stay within seconds.
+MAX_TOML_KEYS = 4096
 # What opens or closes strings, comments and nested values, and the escape character.
 _TOML_TOKEN = re.compile("\"\"\"|'''|[\"'#\\[\\]{}\\n\\\\]")
 _CLOSER = {'"""': '"""', "'''": "'''", '"': '"', "'": "'", "#": "\n"}
@@ -76,14 +80,20 @@ def nesting_error(text: str, path: Path | str) -> InputError | None:
 
 
 def loads_bounded(text: str, path: Path | str) -> dict[str, Any]:
-    """``tomllib.loads`` that refuses what :func:`nesting_error` refuses, with the same error.
+    """``tomllib.loads`` that refuses what :func:`nesting_error` and :func:`bounds_error`
+    refuse, with the same errors.
 
-    Raises :class:`InputError` for nesting deeper than :data:`MAX_TOML_DEPTH` and
-    ``tomllib.TOMLDecodeError`` for other syntax errors. The text is scanned only when it does
-    not parse or when the data nests deeper than the limit: every array and inline table of a
-    parsed text is a list or dict in its data, nested at least as deep as its brackets (a table
-    header's brackets nest two deep at most), so shallow data proves the brackets shallow.
+    Raises :class:`InputError` for nesting deeper than :data:`MAX_TOML_DEPTH` (brackets, table
+    headers and dotted keys together), for key paths and key counts past the bounds, and
+    ``tomllib.TOMLDecodeError`` for other syntax errors. The brackets are scanned only when the
+    text does not parse or when the data nests deeper than the limit: every array and inline
+    table of a parsed text is a list or dict in its data, nested at least as deep as its
+    brackets (a table header's brackets nest two deep at most), so shallow data proves the
+    brackets shallow.
     """
+    too_large = bounds_error(text, path)
+    if too_large is not None:
+        raise too_large
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError) as error:
@@ -95,10 +105,123 @@ def loads_bounded(text: str, path: Path | str) -> dict[str, Any]:
                              "levels; refused") from None
         raise
     if _deeper_than(data, MAX_TOML_DEPTH):
-        too_deep = nesting_error(text, path)
-        if too_deep is not None:
-            raise too_deep
+        raise nesting_error(text, path) or InputError(
+            path, f"invalid TOML: tables and keys nested deeper than {MAX_TOML_DEPTH} levels; "
+            "refused")
     return data
+
+
+# What opens or closes strings, comments, nested values and statements, and the escape.
+_KEY_TOKEN = re.compile("\"\"\"|'''|[\"'#\\[\\]{}\\n\\\\.=,]")
+
+
+def bounds_error(text: str, path: Path | str) -> InputError | None:
+    """An error when a key path has more than :data:`MAX_KEY_PARTS` parts or the text holds
+    more than :data:`MAX_TOML_KEYS` keys and table headers; None when it keeps both bounds.
+
+    Checked before parsing, in linear time: ``tomllib`` takes time and memory quadratic in the
+    parts of one dotted key (200,000 parts exhaust any machine), and every later pass over the
+    data grows with its keys. Only a text that could pass a bound (enough dots on one line,
+    enough ``=`` and ``[``) is scanned; the error names the line where the bound is passed.
+    """
+    if not _may_pass_bounds(text):
+        return None
+    return _KeyScan(text, path).run()
+
+
+def _may_pass_bounds(text: str) -> bool:
+    if text.count("=") + text.count("[") > MAX_TOML_KEYS:
+        return True
+    return text.count(".") >= MAX_KEY_PARTS and any(
+        line.count(".") >= MAX_KEY_PARTS for line in text.split("\n"))
+
+
+class _KeyScan:
+    """One pass over a text's tokens, strings and comments skipped, counting key parts and
+    statements (a ``key =`` inside an inline table counts as one) and, as
+    :func:`nesting_error` does, arrays and inline tables."""
+
+    def __init__(self, text: str, path: Path | str) -> None:
+        self.text, self.path = text, path
+        self.open: list[str] = []  # the arrays and inline tables the scan is inside
+        self.in_key, self.in_header = True, False
+        self.parts, self.keys = 1, 0
+
+    def run(self) -> InputError | None:
+        """The first bound passed, in text order; None when none is."""
+        closer, skip_to = None, 0
+        for match in _KEY_TOKEN.finditer(self.text):
+            token, start = match.group(), match.start()
+            if start < skip_to:
+                continue
+            if closer is not None:
+                if token == "\\" and closer in ('"', '"""'):
+                    skip_to = start + 2  # an escape: the next character belongs to the string
+                    continue
+                if not (token == closer or token[0] == closer
+                        or (token == "\n" and closer in "\"'")):
+                    continue
+                closer = None
+                if token != "\n":
+                    continue
+            elif token in _CLOSER:
+                closer = _CLOSER[token]
+                continue
+            refused = self._token(token, start)
+            if refused is not None:
+                return refused
+        return None
+
+    def _token(self, token: str, start: int) -> InputError | None:
+        if token == "\n":
+            if not self.open:
+                self._statement()
+        elif token == "." and self.in_key:
+            self.parts += 1
+            if self.parts > MAX_KEY_PARTS:
+                return self._error(start, f"invalid TOML: a key or table header of more than "
+                                   f"{MAX_KEY_PARTS} parts; refused")
+        elif token == "=" and self.in_key:
+            return self._key_ends(start)
+        elif token == "[":
+            return self._bracket(start)
+        elif token == "]" and self.in_header:
+            self.in_header = self.in_key = False
+        elif token == "{":
+            self._statement()
+            return self._push(token, start)
+        elif token == "," and self.open and self.open[-1] == "{":
+            self._statement()
+        elif token in "]}" and self.open:
+            self.open.pop()
+            self.in_key = False
+        return None
+
+    def _statement(self) -> None:
+        self.in_key, self.parts = True, 1
+
+    def _bracket(self, start: int) -> InputError | None:
+        if self.in_header:
+            return None  # the second bracket of ``[[``
+        if self.in_key and not self.open:
+            self.in_header = True
+            return self._key_ends(start, header=True)
+        return self._push(token="[", start=start)
+
+    def _push(self, token: str, start: int) -> InputError | None:
+        self.open.append(token)
+        return _too_deep(self.text, start, self.path) if len(self.open) > MAX_TOML_DEPTH else None
+
+    def _key_ends(self, start: int, *, header: bool = False) -> InputError | None:
+        self.keys += 1
+        self.in_key = header
+        if self.keys > MAX_TOML_KEYS:
+            return self._error(start, f"more than {MAX_TOML_KEYS} keys and tables, more than "
+                               "gpuready reads in one containerd config; refused")
+        return None
+
+    def _error(self, start: int, reason: str) -> InputError:
+        return InputError(self.path, reason, line=self.text.count("\n", 0, start) + 1)
 
 
 def _deeper_than(data: dict[str, Any], limit: int) -> bool:
@@ -155,19 +278,57 @@ def load_config_text(text: str, path: Path | str = "<string>") -> ConfigFile:
 
 
 def parse_for_edit(config: ConfigFile):
-    """A ``tomlkit`` document of an already verified config, ready for a comment-keeping edit."""
+    """A ``tomlkit`` document of an already verified config's top-level keys, ready for a
+    comment-keeping edit of them; its ``as_string()`` is the whole text, edited.
+
+    Only the part before the first table header is parsed (every top-level key is written
+    there): ``tomlkit`` takes time quadratic in a file's tables, the rest is kept verbatim.
+    """
     import tomlkit  # lazy: only edits pay for it
     from tomlkit.exceptions import ParseError
 
-    too_deep = nesting_error(without_bom(config.text), config.path)
+    text = without_bom(config.text)
+    too_deep = bounds_error(text, config.path) or nesting_error(text, config.path)
     if too_deep is not None:
         raise too_deep
+    cut = _first_header(text)
     try:
-        return tomlkit.parse(without_bom(config.text))
+        return _TopLevel(tomlkit.parse(text[:cut]), text[cut:])
     except ParseError as error:  # tomllib accepted it; tomlkit is stricter in a few corners
         raise InputError(
             config.path, f"cannot edit: {error}", line=error.line, column=error.col
         ) from None
+
+
+def _first_header(text: str) -> int:
+    """The offset of the line of the text's first table header (its length when none)."""
+    from gpuready.containerd.layout import scan
+
+    headers = scan(text).headers
+    return headers[0].start if headers else len(text)
+
+
+_ENDS_BLANK = re.compile(r"\n[ \t\r]*\n\Z")
+
+
+class _TopLevel:
+    """A ``tomlkit`` document of a text's top-level part, the tables after it kept as text."""
+
+    def __init__(self, document, rest: str) -> None:
+        self._document, self._rest = document, rest
+        self._head = document.as_string()
+
+    def __getattr__(self, name: str):
+        return getattr(self._document, name)
+
+    def as_string(self) -> str:
+        """The edited top-level part followed by the rest of the text, unchanged; an edited
+        part ends in a blank line before a table, as ``tomlkit`` writes a whole document."""
+        head = self._document.as_string()
+        added = head.count("\n") > self._head.count("\n")  # a new key, not a longer value
+        if self._rest and added and not _ENDS_BLANK.search(head):
+            head += "\n"
+        return head + self._rest
 
 
 def render_edit(config: ConfigFile, document) -> str:

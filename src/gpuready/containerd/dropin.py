@@ -51,7 +51,14 @@ class DropIn:
 
 def drop_in_target(path: str | None, *, root: Path) -> DropIn:
     """The drop-in for ``--drop-in [PATH]``: a node path (under ``--root``), by default
-    ``/etc/containerd/conf.d/99-nvidia.toml``."""
+    ``/etc/containerd/conf.d/99-nvidia.toml``.
+
+    Refused (:class:`UsageError`, nothing written): a path with control or glob characters, one
+    that names a folder (a trailing ``/``, or an existing folder), and gpuready's own files
+    beside a config (its backup and its record).
+    """
+    if path:
+        _require_plain_file_name(path)
     node = PurePosixPath(path or DEFAULT_DROP_IN)
     if node.is_absolute():
         return DropIn(Node(root).path(node), str(node))
@@ -59,6 +66,25 @@ def drop_in_target(path: str | None, *, root: Path) -> DropIn:
         raise UsageError(f"--drop-in {path}: give the node path (absolute) with --root")
     host = Path(os.path.abspath(node))
     return DropIn(host, str(host))
+
+
+def _require_plain_file_name(path: str) -> None:
+    """Refuse a ``--drop-in`` that cannot name one ordinary file of the node."""
+    from gpuready.containerd.record import RECORD_SUFFIX
+    from gpuready.fsio import BACKUP_SUFFIX
+
+    problem = None
+    if any(ord(char) < 32 or ord(char) == 127 for char in path):
+        problem = "holds a control character"
+    elif any(char in path for char in _GLOB_CHARS):
+        problem = ("holds a glob character (*, ? or [): containerd would read it as a pattern; "
+                   "give the one file to write")
+    elif path.rsplit("/", 1)[-1] in ("", ".", ".."):
+        problem = "names a folder: give the file to write in it (such as 99-nvidia.toml)"
+    elif path.endswith((BACKUP_SUFFIX, RECORD_SUFFIX)):
+        problem = "is the name of gpuready's own backup or record: choose another file name"
+    if problem is not None:
+        raise UsageError(f"--drop-in {path!r}: {problem}; nothing written")
 
 
 def plan_drop_in(

@@ -21,7 +21,7 @@ from gpuready.containerd import facts
 from gpuready.containerd.versions import ConfigVersion, spec_of
 from gpuready.node import FileKind, Node
 from gpuready.rules.context import FileContext, Options
-from gpuready.rules.imports import load_imports, merge
+from gpuready.rules.imports import entry_path, load_imports, merge
 
 
 @dataclass
@@ -49,8 +49,8 @@ class EffectiveConfig:
                 sources = {}
             for name in facts.runtimes(file.data, self.spec):
                 sources.setdefault(name, []).append(file.path)
-        return {name: paths for name, paths in sources.items()
-                if name in facts.runtimes(self.data, self.spec)}
+        loaded = facts.runtimes(self.data, self.spec)
+        return {name: paths for name, paths in sources.items() if name in loaded}
 
 
 def load_effective(
@@ -90,8 +90,9 @@ def staged(
     """Copies of ``main`` and every file it imports, as they will be once ``candidates`` are
     written (None: the file is removed), in a temporary folder that mirrors the node.
 
-    Each copy's absolute ``imports`` entries are rewritten into the folder; relative entries
-    resolve there by themselves. The folder is removed afterwards.
+    Each copy's ``imports`` entries are rewritten to the copies in the folder, relative ones as
+    gpuready resolves them (inside the root), so no copy reaches a file outside the folder. The
+    folder is removed afterwards.
     """
     with tempfile.TemporaryDirectory(prefix="gpuready-stage-") as folder:
         stage = Stage(Path(folder), root)
@@ -130,9 +131,9 @@ class Stage:
         """Write the copy of ``host_path``, its absolute imports pointing into the folder."""
         target = self.path(host_path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(self._redirected(text), encoding="utf-8")
+        target.write_text(self._redirected(text, host_path), encoding="utf-8")
 
-    def _redirected(self, text: str) -> str:
+    def _redirected(self, text: str, host_path: Path) -> str:
         import tomlkit
 
         try:
@@ -142,9 +143,12 @@ class Stage:
         entries = document.get("imports")
         if not isinstance(entries, list) or not entries:
             return text
+        node = Node(self.root)
+        if not node.is_host and not node.contains(host_path):
+            return text  # the user's own file outside the root: its entries resolve beside it
         document["imports"] = [
-            str(self.path(Node(self.root).path(entry)))
-            if isinstance(entry, str) and entry.startswith("/") else entry
+            str(self.path(entry_path(entry, Path(host_path), node=node)))
+            if isinstance(entry, str) else entry
             for entry in entries
         ]
         return document.as_string()
@@ -152,9 +156,11 @@ class Stage:
 
 def render_effective(effective: EffectiveConfig) -> str:
     """The effective config as TOML, headed by how it was built, each runtime's header marked
-    with the file(s) it came from."""
-    import tomlkit
+    with the file(s) it came from.
 
+    Written in one pass over the data (time linear in its keys): values first, then each table
+    under its full header, as ``tomlkit`` lays out a document built from the same data.
+    """
     rule = ("an import replaces a whole plugin table" if effective.major == 1
             else "imports merge key by key")
     lines = [f"# effective config of {effective.main}, as containerd {effective.major}.x "
@@ -162,9 +168,53 @@ def render_effective(effective: EffectiveConfig) -> str:
     lines += [f"#   {file.path}" for file in effective.files]
     lines += [f"# import {entry!r} in {file.path} names no file" for file, entry in
               effective.missing]
-    document = tomlkit.item(effective.data)
-    runtimes = facts.lookup(document, effective.spec.runtimes_path)
-    for name, paths in effective.runtime_sources().items():
-        if runtimes is not None and name in runtimes:
-            runtimes[name].comment("from " + ", ".join(str(p) for p in paths))
-    return "\n".join(lines) + "\n" + tomlkit.dumps(document)
+    comments = {(*effective.spec.runtimes_path, name): "from " + ", ".join(map(str, paths))
+                for name, paths in effective.runtime_sources().items()}
+    body: list[str] = []
+    _write_table(body, effective.data, (), comments)
+    if body and body[0].startswith("\n"):
+        body[0] = body[0][1:]  # no blank line above a first header
+    return "\n".join(lines) + "\n" + "".join(body)
+
+
+def _write_table(out: list[str], table: Mapping[str, Any], path: tuple[str, ...],
+                 comments: Mapping[tuple[str, ...], str]) -> None:
+    """Append ``table``'s values as ``key = value`` lines, then its tables and arrays of
+    tables under their headers (a table holding only tables gets no header of its own)."""
+    import tomlkit
+
+    for key, value in table.items():
+        if not _is_table(value) and not _is_table_array(value):
+            out.append(f"{tomlkit.key(key).as_string()} = {tomlkit.item(value).as_string()}\n")
+    for key, value in table.items():
+        below = (*path, key)
+        if _is_table(value):
+            if _has_header(value, below, comments):
+                out.append(_header(below, comments.get(below), array=False))
+            _write_table(out, value, below, comments)
+        elif _is_table_array(value):
+            for element in value:
+                out.append(_header(below, None, array=True))
+                _write_table(out, element, below, comments)
+
+
+def _is_table(value: Any) -> bool:
+    return isinstance(value, Mapping)
+
+
+def _is_table_array(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(map(_is_table, value))
+
+
+def _has_header(table: Mapping[str, Any], path: tuple[str, ...],
+                comments: Mapping[tuple[str, ...], str]) -> bool:
+    return (not table or path in comments
+            or not all(_is_table(v) or _is_table_array(v) for v in table.values()))
+
+
+def _header(path: tuple[str, ...], comment: str | None, *, array: bool) -> str:
+    import tomlkit
+
+    name = ".".join(tomlkit.key(part).as_string() for part in path)
+    line = f"[[{name}]]" if array else f"[{name}]"
+    return f"\n{line}" + (f" # {comment}" if comment else "") + "\n"

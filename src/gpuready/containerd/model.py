@@ -25,6 +25,7 @@ asks :func:`load_node` (files on the node, optionally as a plan will leave them)
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,9 +80,10 @@ class Loaded:
         """The CRI plugin's effective settings."""
         return _table(self.data, self.cri_path)
 
-    @property
+    @functools.cached_property
     def runtimes(self) -> dict[str, dict[str, Any]]:
-        """The runtime handlers the CRI table holds, by name."""
+        """The runtime handlers the CRI table holds, by name (read once: ``data`` is complete
+        when a :class:`Loaded` is handed out)."""
         found = _table(self.cri_table, ("containerd", "runtimes"))
         return {name: entry for name, entry in found.items() if isinstance(entry, dict)}
 

@@ -7,10 +7,10 @@ values they had before. ``unconfigure`` reads only this record: nothing is guess
 config. The record is derived from the plans themselves (the data before and after), so it
 always describes exactly what was written.
 
-The fields (``format`` 1)::
+The fields (``format`` 2)::
 
     {
-      "format": 1,
+      "format": 2,
       "config": "<the main config this record sits beside>",
       "files": {
         "<path>": {
@@ -22,6 +22,15 @@ The fields (``format`` 1)::
       },
       "settings": [{"file": "<path>", "kind": "runtime" | "enable_cdi" | ..., ...}]
     }
+
+Every path is a node path (``/etc/containerd/config.toml``, relative to ``--root``), so a node
+folder copied or moved elsewhere is undone in place. The one exception is a main config named
+outside the root on the command line: it is named by its host path, and only it. ``format`` 1
+records (host paths) still load while every path they name lies inside the root.
+
+A record is data, never an instruction: :func:`load_record` checks its schema and types, that
+each path is the main config or lies inside the root, is absolute and not gpuready's own backup
+or record, and refuses any other record with the reason, before anything is touched.
 
 ``configure`` records the config (and drop-in) it edits; ``setup`` records the same for the
 config, and each other file it writes (the CDI spec, the RuntimeClass manifest, the toolkit
@@ -35,6 +44,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import posixpath
+import re
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -47,7 +59,8 @@ from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
 
 RECORD_SUFFIX = ".gpuready.json"
-FORMAT = 1
+FORMAT = 2
+HOST_PATHS_FORMAT = 1  # older records: files named by host path
 # The runtime keys gpuready sets on a runtime that was already registered.
 OWNED_RUNTIME_KEYS = (("runtime_type",), ("options", "BinaryName"), ("options", "SystemdCgroup"))
 ABSENT = None  # a setting that was not in the file
@@ -64,7 +77,8 @@ def sha256(text: str | None) -> str | None:
 
 
 def load_record(main: Path, *, node: Node) -> dict[str, Any] | None:
-    """The record of ``main``, or None when gpuready has recorded nothing there."""
+    """The record of ``main`` with its files named by host path, or None when gpuready has
+    recorded nothing there. A record that fails any check is refused (:class:`InputError`)."""
     path = record_path(main)
     text = node.read_text_or_none(path, kind=FileKind.NODE_FACT)
     if text is None:
@@ -73,14 +87,135 @@ def load_record(main: Path, *, node: Node) -> dict[str, Any] | None:
         record = json.loads(text)
     except ValueError as error:
         raise InputError(path, f"unreadable gpuready record: {error}") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
+    if not isinstance(record, dict) or record.get("format") not in (FORMAT, HOST_PATHS_FORMAT):
         raise InputError(path, "not a gpuready record this version understands")
-    return record
+    try:
+        return _checked(record, main=main, node=node)
+    except _Refused as refused:
+        raise InputError(path, f"gpuready record refused: {refused}; nothing changed") from None
 
 
-def render_record(record: Mapping[str, Any]) -> str:
-    """The record's text."""
-    return json.dumps(record, indent=2, sort_keys=True) + "\n"
+def render_record(
+    record: Mapping[str, Any], *, main: Path | None = None, node: Node | None = None
+) -> str:
+    """The record's text, its files (held by host path) named by node path; without ``main``
+    and ``node``, the record as it is given."""
+    if main is None or node is None:
+        return json.dumps(record, indent=2, sort_keys=True) + "\n"
+    names = {key: record_name(Path(key), main=main, node=node) for key in record["files"]}
+    stored = {
+        **record,
+        "format": FORMAT,
+        "config": record_name(main, main=main, node=node),
+        "files": {names[key]: entry for key, entry in record["files"].items()},
+        "settings": [{**setting, "file": names.get(setting["file"], setting["file"])}
+                     for setting in record["settings"]],
+    }
+    return json.dumps(stored, indent=2, sort_keys=True) + "\n"
+
+
+def record_name(path: Path, *, main: Path, node: Node) -> str:
+    """How a record names ``path``: its node path, or the host path of a main config outside
+    the root (the one file a record may name there)."""
+    absolute = os.path.abspath(path)
+    if node.is_host or not node.contains(absolute):
+        return absolute
+    return str(node.node_path(absolute))
+
+
+class _Refused(Exception):
+    """Why a record is refused (the message's reason)."""
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_KINDS = ("runtime", "enable_cdi", "cdi_spec_dirs", "default_runtime_name", "tables", "imports")
+_OWN_SUFFIXES = (RECORD_SUFFIX, ".gpuready.bak")
+
+
+def _checked(record: dict[str, Any], *, main: Path, node: Node) -> dict[str, Any]:
+    """``record`` checked, its files and settings named by host path (see :func:`load_record`)."""
+    config = record.get("config")
+    if not isinstance(config, str):
+        raise _Refused("'config' is not a path")
+    if record["format"] == FORMAT and config != record_name(main, main=main, node=node):
+        raise _Refused(f"it describes {config}, not {record_name(main, main=main, node=node)}")
+    files, settings = record.get("files"), record.get("settings")
+    if not isinstance(files, dict):
+        raise _Refused("'files' is not an object")
+    if not isinstance(settings, list):
+        raise _Refused("'settings' is not a list")
+    hosts = {name: _host_path(name, record["format"], main=main, node=node) for name in files}
+    for name, entry in files.items():
+        _check_entry(name, entry)
+    for setting in settings:
+        _check_setting(setting, files)
+    return {
+        **record,
+        "files": {hosts[name]: dict(entry) for name, entry in files.items()},
+        "settings": [{**setting, "file": hosts[setting["file"]]} for setting in settings],
+    }
+
+
+def _host_path(name: Any, form: int, *, main: Path, node: Node) -> str:
+    """The host path a record's file name stands for; refused unless it is the main config or
+    an absolute, normalised path inside the root that is not gpuready's own bookkeeping."""
+    if not isinstance(name, str) or not name:
+        raise _Refused("a file name is not a path")
+    if name == record_name(main, main=main, node=node) or (
+            form == HOST_PATHS_FORMAT and name == str(main)):
+        return str(main)
+    if any(ord(char) < 32 or ord(char) == 127 for char in name):
+        raise _Refused(f"file {name!r} has a control character in its name")
+    if not name.startswith("/") or posixpath.normpath(name) != name:
+        raise _Refused(f"file {name!r} is not an absolute, normalised path")
+    if name.endswith(_OWN_SUFFIXES):
+        raise _Refused(f"file {name} is gpuready's own backup or record")
+    if form == FORMAT:
+        return str(node.path(name))
+    if not node.contains(name):
+        raise _Refused(f"file {name} lies outside --root {node.root}")
+    return name
+
+
+def _check_entry(name: str, entry: Any) -> None:
+    """One ``files`` entry: the two hashes (a SHA-256 or null) and the optional flags."""
+    if not isinstance(entry, dict):
+        raise _Refused(f"the entry of {name} is not an object")
+    for key in ("original", "written"):
+        value = entry.get(key)
+        if key not in entry or not (value is None or (
+                isinstance(value, str) and _SHA256.fullmatch(value))):
+            raise _Refused(f"{name}: {key!r} is not a SHA-256 or null")
+    for key in ("drop_in", "whole_file"):
+        if not isinstance(entry.get(key, False), bool):
+            raise _Refused(f"{name}: {key!r} is not true or false")
+
+
+def _check_setting(setting: Any, files: Mapping[str, Any]) -> None:
+    """One ``settings`` item: a known kind, in a recorded file, with fields of the right type."""
+    if not isinstance(setting, dict):
+        raise _Refused("a setting is not an object")
+    if setting.get("file") not in files:
+        raise _Refused(f"a setting names {setting.get('file')!r}, a file the record has not")
+    kind = setting.get("kind")
+    if kind not in _KINDS:
+        raise _Refused(f"a setting has the unknown kind {kind!r}")
+    if kind == "runtime" and not (isinstance(setting.get("name"), str) and setting["name"]
+                                  and isinstance(setting.get("previous"), (dict, type(None)))):
+        raise _Refused("a runtime setting has no runtime name or an odd 'previous'")
+    if kind == "tables" and not _lists_of_strings(setting.get("paths"), depth=2):
+        raise _Refused("a tables setting's 'paths' are not lists of keys")
+    if kind == "imports" and not _lists_of_strings(setting.get("entries"), depth=1):
+        raise _Refused("an imports setting's 'entries' are not strings")
+
+
+def _lists_of_strings(value: Any, *, depth: int) -> bool:
+    """True for a list of strings (``depth`` 1) or of such lists (``depth`` 2)."""
+    if not isinstance(value, list):
+        return False
+    if depth == 1:
+        return all(isinstance(item, str) for item in value)
+    return all(_lists_of_strings(item, depth=depth - 1) for item in value)
 
 
 def record_changes(

@@ -1,7 +1,8 @@
 """containerd's ``imports``: which files it reads, in which order, and how it merges them.
 
-- Relative entries resolve against the importing file's folder; absolute ones on the node
-  (under ``--root``, links followed inside it).
+- Relative entries resolve against the importing file's folder as the node names it, absolute
+  ones on the node: both stay under ``--root`` (``..`` stops at the root, links are followed
+  inside it), so a config taken from a node never reaches the files of the machine reading it.
 - Entries with ``*``, ``?`` or ``[`` are globs, expanded sorted; nested imports are followed,
   each file once, depth first (containerd loads an import with its own imports, then merges).
 - 1.x: each top-level plugin table of a later file replaces the earlier one whole
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
+import posixpath
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,7 @@ def resolve(
     ``overrides`` are files as they will be (None: removed), keyed by resolved host path: a
     planned drop-in is found by the glob that will match it.
     """
-    pattern = node.path(entry) if entry.startswith("/") else importer.parent / entry
+    pattern = entry_path(entry, importer, node=node)
     if any(char in entry for char in _GLOB_CHARS):
         found = [path for path in node.glob(pattern) if node.is_file(path)]
         if overrides:
@@ -46,6 +48,21 @@ def resolve(
     if overrides and node.resolve(pattern) in overrides:
         return [pattern] if overrides[node.resolve(pattern)] is not None else None
     return [pattern] if node.is_file(pattern) else None
+
+
+def entry_path(entry: str, importer: Path, *, node: Node) -> Path:
+    """The host path (or glob) an ``imports`` entry of ``importer`` names, inside the root.
+
+    A relative entry is joined to the importer's folder as the node names it, then taken below
+    the root like an absolute one. An importer outside the root (a file the user named on the
+    command line) is the user's own: its relative entries resolve beside it.
+    """
+    if entry.startswith("/"):
+        return node.path(entry)
+    if node.is_host or not node.contains(importer):
+        return importer.parent / entry
+    folder = posixpath.dirname(str(node.node_path(importer)))
+    return node.path(posixpath.join(folder, entry))
 
 
 def _overlaid(found: list[Path], pattern: Path, *, node: Node, overrides: Overrides) -> list[Path]:

@@ -5,7 +5,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from gpuready.errors import UsageError
-from gpuready.rules import crio, docker, keys, node, options, ownership, runtimes, structure
+from gpuready.rules import (
+    crio,
+    docker,
+    keys,
+    node,
+    options,
+    ownership,
+    runtimes,
+    structure,
+    transaction,
+)
 from gpuready.rules.base import Rule
 
 _RULES: tuple[Rule, ...] = (
@@ -43,6 +53,7 @@ _RULES: tuple[Rule, ...] = (
     ownership.OwnerTemplateStale(),
     ownership.SocketMismatch(),
     ownership.MultipleContainerd(),
+    transaction.TransactionPending(),
     docker.DockerJsonSyntax(),
     docker.DockerUnknownKey(),
     docker.DockerWrongType(),

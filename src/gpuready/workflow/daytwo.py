@@ -96,7 +96,8 @@ def plan_record(
         load_record(config, node=node.node), plans, main=config, runtime_name=request.runtime.name,
         drop_in=drop_in.path if drop_in else None, whole=whole,
     )
-    return Plan(path, before, render_record(record), "record what gpuready added")
+    return Plan(path, before, render_record(record, main=config, node=node.node),
+                "record what gpuready added")
 
 
 def plan_unconfigure_node(node: NodeConfig) -> list[Plan]:

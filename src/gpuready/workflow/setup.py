@@ -42,6 +42,12 @@ class SetupOptions:
     detection: Detection | None = None  # who owns containerd (None: plain containerd)
     containerd_version: str | None = None  # --containerd-version: the line reading the files
 
+    def __post_init__(self) -> None:
+        # The toolkit folder is a node path: a relative one is taken from the node's top, so
+        # it never lands beside the current folder, outside the root.
+        anchored = PurePosixPath("/") / PurePosixPath(self.toolkit_dir)
+        object.__setattr__(self, "toolkit_dir", anchored)
+
     @property
     def owned(self) -> bool:
         """True when an owner other than plain containerd decides where the runtime goes."""

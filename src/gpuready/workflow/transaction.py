@@ -15,6 +15,9 @@ The steps, each one a line of the report:
 5. on any failure after the write: put every file back as it was, restart again, wait for the
    CRI, and say so; the exit code is 1.
 
+From the write to the verdict a journal lies beside the config (:mod:`gpuready.workflow.journal`):
+a run killed in between is finished by the next writing command (:func:`finish_pending`).
+
 Everything the transaction does to the node goes through a host (:class:`LocalHost`: this
 machine, as the command line runs it). Another host can drive the same steps on a node from
 elsewhere (the Ansible collection does it from its controller).
@@ -22,8 +25,10 @@ elsewhere (the Ansible collection does it from its controller).
 
 from __future__ import annotations
 
+import math
 import subprocess
 import tempfile
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterable
@@ -39,10 +44,12 @@ from gpuready.containerd.installed import installed_release
 from gpuready.containerd.versions import max_version_for, spec_of
 from gpuready.errors import GpureadyError
 from gpuready.plan import Plan
+from gpuready.workflow import journal as txn
 from gpuready.workflow.daytwo import NodeConfig, is_bookkeeping, write
 
 SYSTEMD_RESTART = "systemctl restart containerd"
 POLL_S = 0.2
+OUTPUT_KEPT = 64 * 1024  # bytes of the restart command's standard error kept: its last ones
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,25 @@ class RestartOptions:
     expect_runtime: str | None = None
     gone_runtime: str | None = None
     containerd: str = "containerd"
+
+
+def options_problem(options: RestartOptions) -> str | None:
+    """Why ``options`` cannot drive a transaction (None: they can); asked before anything is
+    written, since a timeout that cannot be waited for would fail only after the write."""
+    timeout = options.timeout
+    if not math.isfinite(timeout) or not 0 < timeout <= txn.MAX_TIMEOUT:
+        return (f"--restart-timeout {timeout:g}: give the seconds to wait for the restart and "
+                f"the CRI, above 0 and at most {txn.MAX_TIMEOUT:g}")
+    for flag, value in (("--restart-command", options.command), ("--address", options.address)):
+        if value is None:
+            continue
+        if not value.strip():
+            return f"{flag} is empty"
+        if any(ord(char) < 32 or ord(char) == 127 for char in value):
+            return f"{flag} {value!r} holds a control character"
+    if not options.address.startswith(("unix://", "/")) and "://" in options.address:
+        return f"--address {options.address}: only unix sockets are supported"
+    return None
 
 
 @dataclass
@@ -184,19 +210,44 @@ class LocalHost:
         put_back(written, node=node.node, backups=backups)
 
     def shell(self, command: str, *, timeout: float) -> tuple[int, str] | None:
-        """A shell process under the timeout."""
-        try:
-            result = subprocess.run(command, shell=True, capture_output=True, text=True,
-                                    timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return None
-        return result.returncode, result.stderr
+        """:func:`run_bounded`."""
+        return run_bounded(command, timeout=timeout)
 
     def connect(self, address: str, *, timeout: float):
         """A gRPC client on the socket."""
         from gpuready.cri.client import CriClient
 
         return CriClient(address, timeout=timeout)
+
+
+def run_bounded(command: str, *, timeout: float) -> tuple[int, str] | None:
+    """Run ``command`` through the shell: its exit code and the last :data:`OUTPUT_KEPT` bytes
+    of its standard error (standard output is not kept); None when it outlives ``timeout``.
+
+    A command that prints without end cannot exhaust gpuready's memory: only the tail is kept."""
+    process = subprocess.Popen(command, shell=True, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    kept = bytearray()
+    reader = threading.Thread(target=_keep_tail, args=(process.stderr, kept), daemon=True)
+    reader.start()
+    try:
+        code = process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        return None
+    # a daemon the command started may hold the pipe open for ever: wait a moment, no more
+    reader.join(timeout=1.0)
+    return code, bytes(kept[-OUTPUT_KEPT:]).decode("utf-8", errors="replace")
+
+
+def _keep_tail(stream, kept: bytearray) -> None:
+    """Read ``stream`` to its end, keeping only its last :data:`OUTPUT_KEPT` bytes."""
+    with stream:
+        while chunk := stream.read1(OUTPUT_KEPT):
+            kept += chunk
+            if len(kept) > 2 * OUTPUT_KEPT:
+                del kept[:-OUTPUT_KEPT]
 
 
 def run_transaction(
@@ -206,8 +257,19 @@ def run_transaction(
     options: RestartOptions,
     dry_run: bool = False,
     host: Host | None = None,
+    journaled: bool | None = None,
 ) -> Outcome:
-    """Plan under the files' locks, pre-flight, write, restart, verify; undo on failure."""
+    """Plan under the files' locks, pre-flight, write, restart, verify; undo on failure.
+
+    ``journaled``: keep the journal beside the config from the write to the verdict (default:
+    when the node is this machine, ``host`` None)."""
+    problem = options_problem(options)
+    if problem is not None:
+        from gpuready.errors import UsageError
+
+        raise UsageError(problem)
+    keeper = txn.Keeper(node.node, node.config,
+                        enabled=host is None if journaled is None else journaled)
     host = host or LocalHost()
     paths = [p.path for p in plan()]
     with host.locked(node, paths):
@@ -222,16 +284,42 @@ def run_transaction(
                 outcome.add("write", False, "refused before writing: no file was changed")
             return outcome
         fresh = host.new_backups(node, plans)
-        written = host.write(node, plans)
+        keeper.begin(txn.intent(node.node, node.config, major=node.major, plans=plans,
+                                backups=fresh, options=options, restart=before != after))
+        written = _write(node, plans, keeper, host=host)
         outcome.written = True
         outcome.add("write", True, f"{len(written)} file(s) written")
         if before == after:
             outcome.add("restart", True, "the effective config did not change: not restarted")
+            keeper.clear()
             return outcome
-        if restart_and_verify(node, options, outcome, host=host):
-            return outcome
-        roll_back(node, written, fresh, options, outcome, host=host)
+        restart_or_roll_back(node, written, fresh, options, outcome, keeper=keeper, host=host)
     return outcome
+
+
+def _write(node: NodeConfig, plans: list[Plan], keeper: txn.Keeper, *, host: Host) -> list[Plan]:
+    """Write the plans; a write that fails has put every file back, and the journal goes."""
+    try:
+        return host.write(node, plans)
+    except BaseException:
+        keeper.clear()
+        raise
+
+
+def restart_or_roll_back(
+    node: NodeConfig, written: list[Plan], backups: list[Path], options: RestartOptions,
+    outcome: Outcome, *, keeper: txn.Keeper, host: Host,
+) -> None:
+    """Restart and verify the written change; on failure put it back and restart again. The
+    journal follows each phase and goes once the node is known: verified, or back as it was."""
+    keeper.advance("restart")
+    if restart_and_verify(node, options, outcome, host=host):
+        keeper.clear()
+        return
+    keeper.advance("roll back")
+    roll_back(node, written, backups, options, outcome, host=host)
+    if outcome.rolled_back:
+        keeper.clear()
 
 
 def preflight(
@@ -410,3 +498,137 @@ def roll_back(
     else:
         outcome.add("node", False, "containerd did not come back on the original files: "
                     "look at its log before anything else")
+
+
+# -- a transaction a killed run left ------------------------------------------------------------
+
+
+@dataclass
+class Finished:
+    """A transaction a killed run left, as a later command settled it.
+
+    ``verdict``: ``finished`` (the change stands: restarted and verified, or nothing to restart),
+    ``rolled back`` (every file as before the transaction, containerd on them), or ``not
+    finished`` (the journal stays: the node needs a person)."""
+
+    journal: Path
+    outcome: Outcome
+    verdict: str
+    detail: str
+
+    @property
+    def settled(self) -> bool:
+        """The node is in a known state: the command may go on."""
+        return self.verdict != "not finished"
+
+    def lines(self) -> list[str]:
+        """What was found, each step, the verdict."""
+        return [
+            f"a --restart transaction on this node was killed before its verdict "
+            f"(journal {self.journal}): finishing it first",
+            *(step.line() for step in self.outcome.steps),
+            f"pending transaction {self.verdict}: {self.detail}",
+        ]
+
+
+def finish_pending(
+    root: Path, config: Path, *, override: RestartOptions | None = None,
+    host: Host | None = None,
+) -> Finished | None:
+    """Finish the transaction whose journal lies beside ``config`` (None: there is none).
+
+    Every file still holding what the transaction wrote: restart and verify (roll back on
+    failure). Some of them not written (killed while writing): put back what was written; a
+    restart only when containerd may have read the change. A file that holds neither text is
+    someone else's edit: nothing is touched. ``override``: this command's own ``--restart``
+    options, used instead of the journal's for how to restart and where the CRI answers.
+    """
+    from gpuready.node import Node
+
+    view = Node(root)
+    found = txn.load(view, config)  # raises for a journal gpuready must not act on
+    if found is None:
+        return None
+    node = NodeConfig(view.path(found.config), view.root, major=found.major)
+    host = host or LocalHost()
+    paths = [config, *(view.path(entry.path) for entry in found.files)]
+    with host.locked(node, paths):
+        found = txn.load(view, config)  # again under the lock: a live run may just have ended
+        if found is None:
+            return None
+        keeper = txn.Keeper(view, config)
+        keeper.adopt(found)
+        options = _pending_options(found, override)
+        outcome = Outcome([])
+        verdict, detail = _settle(node, found, options, outcome, keeper=keeper, host=host)
+    return Finished(txn.journal_path(config), outcome, verdict, detail)
+
+
+def _pending_options(found: txn.Journal, override: RestartOptions | None) -> RestartOptions:
+    """The journal's options; how to restart from this command's own ``--restart``, if given."""
+    options = RestartOptions(**found.options)
+    if override is None:
+        return options
+    from dataclasses import replace
+
+    return replace(options, command=override.command, address=override.address,
+                   timeout=override.timeout, probe=override.probe)
+
+
+def _settle(
+    node: NodeConfig, found: txn.Journal, options: RestartOptions, outcome: Outcome, *,
+    keeper: txn.Keeper, host: Host,
+) -> tuple[str, str]:
+    """Finish or roll back the journal's transaction; the verdict and what it means."""
+    view = node.node
+    states = {entry: _state(view, entry) for entry in found.files}
+    edited = [entry.path for entry, state in states.items() if state == "edited"]
+    if edited:
+        outcome.add("pending transaction", False,
+                    f"{', '.join(edited)} changed since the transaction was killed: "
+                    "nothing touched")
+        return "not finished", (f"compare the files with {keeper.config.name}"
+                                f"{txn.JOURNAL_SUFFIX}, then remove it")
+    written = [Plan(view.path(entry.path), entry.before, None, "pending transaction")
+               for entry, state in states.items() if state == "after"]
+    backups = [view.path(backup) for backup in found.backups]
+    if found.phase == "write" and len(written) < len(found.files):
+        # killed while writing: containerd was never restarted on any of it
+        host.put_back(node, written, backups)
+        outcome.add("roll back", True, f"{len(written)} written file(s) put back as they were; "
+                    "containerd never read them")
+        keeper.clear()
+        return "rolled back", ("every file is as it was before it; containerd was not "
+                               "restarted" if written else "the killed run had written nothing")
+    if found.phase == "roll back" or len(written) < len(found.files):
+        # containerd may have read the change: put back what is left and restart on the originals
+        keeper.advance("roll back")
+        roll_back(node, written, backups, options, outcome, host=host)
+        return _rolled_back(outcome, keeper)
+    if not found.restart:
+        outcome.add("restart", True, "the effective config did not change: not restarted")
+        keeper.clear()
+        return "finished", "every file is written; containerd reads the same config"
+    restart_or_roll_back(node, written, backups, options, outcome, keeper=keeper, host=host)
+    if outcome.ok:
+        return "finished", "every file is written, containerd restarted on it and verified"
+    return _rolled_back(outcome, keeper)
+
+
+def _rolled_back(outcome: Outcome, keeper: txn.Keeper) -> tuple[str, str]:
+    if outcome.rolled_back:
+        keeper.clear()
+        return "rolled back", "every file was put back as it was and containerd restarted on it"
+    return "not finished", "containerd did not come back on the original files: look at its log"
+
+
+def _state(node, entry: txn.Entry) -> str:
+    """``before``, ``after``, or ``edited``: which of the journal's texts the file holds."""
+    path = node.path(entry.path)
+    data = node.read_bytes(path, kind=txn.JOURNAL_KIND) if node.exists(path) else None
+    found = txn.digest(data)
+    if found == entry.after_sha256:
+        return "after"
+    if found == entry.before_sha256:
+        return "before"
+    return "edited"

@@ -69,6 +69,10 @@ class RuntimeChange:
             return None
         if not isinstance(record, dict):
             return None
+        if record.get("format") != 1:  # node paths: the same names in the copy as on the node
+            local = self.mirror.local / path.lstrip("/")
+            local.write_text(text, encoding="utf-8")
+            return record
         mapped = self._record_paths(record, self.to_local)
         local = self.mirror.local / path.lstrip("/")
         from gpuready.containerd.record import render_record
@@ -168,7 +172,12 @@ class RuntimeChange:
         files = record.get("files") if record and isinstance(record.get("files"), dict) else {}
         node_paths = []
         for local in files:
-            path = "/" + Path(local).relative_to(self.mirror.local).as_posix()
+            if record.get("format") != 1:  # node paths (gpuready's loader checks each)
+                if not (isinstance(local, str) and local.startswith("/")):
+                    continue
+                path = local
+            else:
+                path = "/" + Path(local).relative_to(self.mirror.local).as_posix()
             node_paths += [path, str(backup_path(Path(path)))]
         self.mirror.take_many(node_paths)
         if line is not None:
@@ -234,7 +243,10 @@ class RuntimeChange:
             return None
         from gpuready.containerd.record import render_record
 
-        return render_record(self._record_paths(json.loads(text), self._to_node_path))
+        record = json.loads(text)
+        if record.get("format") != 1:  # node paths: the same names on the node as in the copy
+            return text
+        return render_record(self._record_paths(record, self._to_node_path))
 
     def _to_node_path(self, local: str) -> str:
         return self.mirror.node_file(local)

@@ -1,0 +1,323 @@
+"""The journal of a ``--restart`` transaction: what it set out to do, kept until its verdict.
+
+:func:`gpuready.workflow.transaction.run_transaction` writes the journal beside the main config
+(``config.toml.gpuready.txn.json``) before the first file, moves it on to the restart and to the
+roll-back, and removes it once the verdict is in: the change restarted and verified, or every
+file put back and containerd back on them. A run killed in between leaves the journal, and with it
+the node in a state nobody checked: files written that containerd has not read, or a roll-back
+half done. The next writing command on the node finishes it first (:func:`finish_pending`); a
+reading command reports it (the ``transaction-pending`` rule).
+
+The journal holds, for every file of the change, its node path, the text it had before and the
+hashes of the texts before and after, the files' new backups, and how to restart and what to
+verify. It is data gpuready checks before it acts on it: a journal that is not valid, or that
+someone else could have written (not owned by the user running gpuready, or writable by others),
+is refused with the reason and nothing is touched, because finishing it runs its restart command.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from gpuready import fsio
+from gpuready.errors import InputError
+from gpuready.node import Node
+from gpuready.plan import Plan
+
+JOURNAL_SUFFIX = ".gpuready.txn.json"
+KIND = "gpuready restart transaction"
+FORMAT = 1
+PHASES = ("write", "restart", "roll back")
+MAX_TIMEOUT = 3600.0  # seconds: also the bound of --restart-timeout
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """What :meth:`gpuready.node.Node.read_bytes` asks of a file kind: a label and a limit.
+
+    A journal holds the texts of every file of one change (each at most a 1 MiB config), more
+    than any one file kind allows."""
+
+    label: str
+    limit: int
+
+
+JOURNAL_KIND = _Kind("transaction journal", 16 * 1024 * 1024)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file of the change: its node path, its text before, the hashes before and after."""
+
+    path: str
+    before: str | None
+    after_sha256: str | None
+
+    @property
+    def before_sha256(self) -> str | None:
+        """The hash of ``before`` (None: the file did not exist)."""
+        return digest(None if self.before is None else self.before.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class Journal:
+    """A transaction's intent, as written beside the config.
+
+    ``restart``: the effective config changes (containerd must be restarted to read it);
+    ``options``: the fields of :class:`~gpuready.workflow.transaction.RestartOptions`.
+    """
+
+    config: str
+    major: int
+    phase: str
+    restart: bool
+    options: dict[str, Any]
+    files: tuple[Entry, ...]
+    backups: tuple[str, ...]
+
+    def to_json(self, root: Path) -> str:
+        """The journal's text (``node``, the root it was written under, is for people)."""
+        return json.dumps({
+            "kind": KIND, "format": FORMAT, "node": str(root), "config": self.config,
+            "major": self.major, "phase": self.phase, "restart": self.restart,
+            "options": self.options,
+            "files": [{"path": e.path, "before": e.before, "before_sha256": e.before_sha256,
+                       "after_sha256": e.after_sha256} for e in self.files],
+            "backups": list(self.backups),
+        }, indent=2) + "\n"
+
+
+def journal_path(config: Path) -> Path:
+    """Where the journal of ``config`` lives: ``config.toml.gpuready.txn.json`` beside it."""
+    return config.with_name(config.name + JOURNAL_SUFFIX)
+
+
+def digest(data: bytes | None) -> str | None:
+    """The sha256 of ``data`` in hex; None for a file that does not exist."""
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+def node_name(node: Node, path: Path) -> str:
+    """How the journal names ``path``: its node path (a node folder copied or moved elsewhere
+    keeps its journal)."""
+    return str(node.node_path(path))
+
+
+def intent(node: Node, config: Path, *, major: int, plans: list[Plan], backups: list[Path],
+           options: Any, restart: bool) -> Journal:
+    """The journal of writing ``plans`` (those that change) and restarting with ``options``."""
+    files = tuple(
+        Entry(node_name(node, plan.path), plan.before,
+              digest(None if plan.after is None else plan.after.encode("utf-8")))
+        for plan in plans if plan.changes
+    )
+    fields = ("command", "address", "timeout", "probe", "runtime_name", "expect_runtime",
+              "gone_runtime")
+    return Journal(
+        config=node_name(node, config), major=major, phase="write", restart=restart,
+        options={name: getattr(options, name) for name in fields}, files=files,
+        backups=tuple(node_name(node, backup) for backup in backups),
+    )
+
+
+# -- writing: the caller holds the lock of the config's folder -----------------------------------
+
+
+def write(node: Node, config: Path, journal: Journal) -> None:
+    """Write ``journal`` beside ``config`` atomically, readable by its owner only (it holds the
+    files' texts, and a config may hold credentials)."""
+    target = node.writable(journal_path(config))
+    fsio.remove_stale_temporaries(target)
+    fsio.write_atomic(target, journal.to_json(node.root).encode("utf-8"), mode=0o600)
+
+
+def advance(node: Node, config: Path, journal: Journal, phase: str) -> Journal:
+    """The journal moved on to ``phase``, written."""
+    moved = replace(journal, phase=phase)
+    write(node, config, moved)
+    return moved
+
+
+def clear(node: Node, config: Path) -> None:
+    """Remove the journal: the transaction has its verdict."""
+    target = node.writable(journal_path(config))
+    try:
+        target.unlink()
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        raise InputError(target, f"cannot remove the transaction journal: "
+                         f"{error.strerror or error}") from None
+    fsio.remove_stale_temporaries(target)
+    _fsync(target.parent)
+
+
+def _fsync(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class Keeper:
+    """The journal of one transaction as it goes (``enabled`` False: none is kept, as when the
+    node is driven from elsewhere). The caller holds the lock of the config's folder."""
+
+    def __init__(self, node: Node, config: Path, *, enabled: bool = True) -> None:
+        self.node = node
+        self.config = config
+        self.enabled = enabled
+        self.journal: Journal | None = None
+
+    def begin(self, journal: Journal) -> None:
+        """Write the intent, before the first file."""
+        if self.enabled:
+            self.journal = journal
+            write(self.node, self.config, journal)
+
+    def adopt(self, journal: Journal) -> None:
+        """Go on with a journal a killed run left (it is already on disk)."""
+        self.journal = journal
+
+    def advance(self, phase: str) -> None:
+        """Say the transaction has reached ``phase`` (``restart``, ``roll back``)."""
+        if self.enabled and self.journal is not None and self.journal.phase != phase:
+            self.journal = advance(self.node, self.config, self.journal, phase)
+
+    def clear(self) -> None:
+        """The verdict is in: remove the journal."""
+        if self.enabled and self.journal is not None:
+            clear(self.node, self.config)
+            self.journal = None
+
+
+# -- reading: data checked before it is used -----------------------------------------------------
+
+
+def pending(node: Node, config: Path) -> bool:
+    """True when a journal lies beside ``config`` (read nothing; see :func:`load`)."""
+    return node.lexists(journal_path(config))
+
+
+def load(node: Node, config: Path) -> Journal | None:
+    """The journal beside ``config``, checked; None when there is none.
+
+    Raises :class:`InputError` with the reason for a journal gpuready must not act on."""
+    path = journal_path(config)
+    if not node.lexists(path):
+        return None
+    _require_trusted(node, path)
+    try:
+        data = json.loads(node.read_bytes(path, kind=JOURNAL_KIND))  # type: ignore[arg-type]
+    except (ValueError, RecursionError):
+        raise InputError(path, "the transaction journal is not valid JSON; refused") from None
+    try:
+        journal = _parse(data)
+    except (KeyError, TypeError, ValueError) as error:
+        raise InputError(path, f"the transaction journal is not valid ({error}); refused, "
+                         "nothing touched") from None
+    if journal.config != node_name(node, config):
+        raise InputError(path, f"the transaction journal is for {journal.config}, not "
+                         f"{node_name(node, config)}; refused, nothing touched")
+    return journal
+
+
+def _require_trusted(node: Node, path: Path) -> None:
+    """Refuse a journal another user could have written: finishing it runs its command."""
+    found = node.lstat(path)
+    if found is None or not _is_regular(found):
+        raise InputError(path, "the transaction journal is not a regular file; refused")
+    if found.st_uid != os.geteuid() or found.st_mode & 0o022:
+        raise InputError(path, "the transaction journal is not owned by this user, or others "
+                         "may write it: gpuready does not run what it says; refused")
+
+
+def _is_regular(found: os.stat_result) -> bool:
+    import stat
+
+    return stat.S_ISREG(found.st_mode)
+
+
+def _parse(data: Any) -> Journal:
+    """The journal in ``data``; :class:`ValueError` (or ``KeyError``/``TypeError``) says why not."""
+    _expect(isinstance(data, dict), "not an object")
+    _expect(data.get("kind") == KIND and data.get("format") == FORMAT, "unknown kind or format")
+    _expect(data["phase"] in PHASES, f"phase {data['phase']!r}")
+    _expect(_is_int(data["major"]) and data["major"] in (1, 2), "major")
+    _expect(isinstance(data["restart"], bool), "restart")
+    files = tuple(_entry(item) for item in _list(data["files"], "files"))
+    names = {entry.path for entry in files}
+    backups = tuple(_node_path(item, "backup") for item in _list(data["backups"], "backups"))
+    for backup in backups:
+        _expect(backup.endswith(fsio.BACKUP_SUFFIX)
+                and backup[:-len(fsio.BACKUP_SUFFIX)] in names,
+                f"backup {backup} is not the backup of a file of the change")
+    config = _node_path(data["config"], "config")
+    _expect(config in names or not files, "config is not a file of the change")
+    return Journal(config=config, major=data["major"], phase=data["phase"],
+                   restart=data["restart"], options=_options(data["options"]),
+                   files=files, backups=backups)
+
+
+def _entry(item: Any) -> Entry:
+    _expect(isinstance(item, dict), "a file is not an object")
+    path = _node_path(item["path"], "path")
+    before, before_sha, after_sha = item["before"], item["before_sha256"], item["after_sha256"]
+    _expect(before is None or isinstance(before, str), f"{path}: before")
+    entry = Entry(path, before, _sha(after_sha, path))
+    _expect(entry.before_sha256 == _sha(before_sha, path), f"{path}: before does not match "
+            "its hash")
+    return entry
+
+
+def _options(item: Any) -> dict[str, Any]:
+    _expect(isinstance(item, dict), "options")
+    timeout = item["timeout"]
+    _expect(isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
+            and math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT, "options.timeout")
+    _expect(isinstance(item["address"], str) and bool(item["address"]), "options.address")
+    _expect(isinstance(item["probe"], bool), "options.probe")
+    _expect(isinstance(item["runtime_name"], str), "options.runtime_name")
+    for name in ("command", "expect_runtime", "gone_runtime"):
+        _expect(item[name] is None or isinstance(item[name], str), f"options.{name}")
+    return {name: item[name] for name in ("command", "address", "timeout", "probe",
+                                          "runtime_name", "expect_runtime", "gone_runtime")}
+
+
+def _node_path(value: Any, what: str) -> str:
+    _expect(isinstance(value, str) and value.startswith("/") and "\0" not in value
+            and ".." not in value.split("/"), f"{what} {value!r} is not an absolute node path")
+    return value
+
+
+def _sha(value: Any, path: str) -> str | None:
+    _expect(value is None or (isinstance(value, str) and len(value) == 64
+                              and all(c in "0123456789abcdef" for c in value)),
+            f"{path}: a hash")
+    return value
+
+
+def _list(value: Any, what: str) -> list:
+    _expect(isinstance(value, list), what)
+    return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _expect(condition: bool, what: str) -> None:
+    if not condition:
+        raise ValueError(what)

@@ -1,0 +1,288 @@
+"""The ``--restart`` transaction's journal, and the checks made before its first write.
+
+A restart option no transaction can run with is refused before anything is written. A restart
+command that prints without end does not exhaust memory. A run killed between writing and its
+verdict leaves a journal beside the config: the next writing command finishes the transaction
+(restart and verify, or roll back) and says which; a reading command reports it pending.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gpuready.workflow.journal import journal_path
+from gpuready.workflow.transaction import OUTPUT_KEPT, run_bounded
+from tests.harness.containerd import lab_config, short_tempdir
+from tests.harness.restartable import RestartableContainerd
+from tests.harness.standin import write_standin
+from tests.helpers import LAB_BASE, require, run_cli
+
+CONFIG_TEXT = LAB_BASE.read_text()
+
+
+def listing(folder: Path) -> dict[str, bytes]:
+    """Every file under ``folder`` and its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def sha(text: str | None) -> str | None:
+    return None if text is None else hashlib.sha256(text.encode()).hexdigest()
+
+
+# -- options refused before the first write ------------------------------------------------------
+
+
+@pytest.mark.parametrize("timeout", ["nan", "inf", "1e308", "-1", "0"])
+@pytest.mark.parametrize("command", [("configure",), ("unconfigure",), ("migrate", "--to", "3")])
+def test_a_bad_restart_timeout_is_refused_before_anything_is_written(
+    tmp_path: Path, timeout: str, command: tuple[str, ...],
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(CONFIG_TEXT)
+    before = listing(tmp_path)
+    result = run_cli(*command, "--config", str(config), "--restart", "--restart-command", "true",
+                     "--restart-timeout", timeout)
+    assert result.code == 2, result.out + result.err
+    assert result.err.startswith("gpuready: error: --restart-timeout"), result.err
+    assert len(result.err.strip().splitlines()) == 1, result.err
+    assert "internal error" not in result.err
+    assert listing(tmp_path) == before  # no config change, no backup, no record, no journal
+
+
+@pytest.mark.parametrize("option", [("--restart-command", " "), ("--restart-command", "a\nb"),
+                                    ("--address", "tcp://127.0.0.1:1")])
+def test_other_bad_restart_options_are_refused_before_anything_is_written(
+    tmp_path: Path, option: tuple[str, str],
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(CONFIG_TEXT)
+    before = listing(tmp_path)
+    result = run_cli("configure", "--config", str(config), "--restart", *option)
+    assert result.code == 2, result.out + result.err
+    assert result.err.startswith(f"gpuready: error: {option[0]}"), result.err
+    assert listing(tmp_path) == before
+
+
+# -- a restart command's output is bounded ---------------------------------------------------------
+
+
+def test_a_restart_command_printing_without_end_keeps_only_the_tail() -> None:
+    script = ("import sys; out = sys.stderr.buffer\n"
+              "for _ in range(200): out.write(b'x' * 1024 * 1024)\n"
+              "out.write(b'\\nthe last line\\n'); sys.exit(3)")
+    result = run_bounded(f"{shlex.quote(sys.executable)} -c {shlex.quote(script)}", timeout=60)
+    assert result is not None
+    code, stderr = result
+    assert code == 3
+    assert len(stderr.encode()) <= OUTPUT_KEPT
+    assert stderr.splitlines()[-1] == "the last line"
+
+
+def test_a_restart_command_past_its_timeout_is_stopped() -> None:
+    assert run_bounded("sleep 30", timeout=0.5) is None
+
+
+# -- a journal a killed run left (no containerd needed) --------------------------------------------
+
+
+def killed_while_writing(folder: Path) -> tuple[Path, str]:
+    """The config written, its record not yet: what a SIGKILL in the write phase leaves."""
+    config = folder / "config.toml"
+    after = CONFIG_TEXT + '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]\n'
+    config.write_text(after)
+    (folder / "config.toml.gpuready.bak").write_text(CONFIG_TEXT)
+    record = folder / "config.toml.gpuready.json"
+    journal = {
+        "kind": "gpuready restart transaction", "format": 1, "node": "/",
+        "config": str(config), "major": 1, "phase": "write", "restart": True,
+        "options": {"command": "exit 7", "address": "unix:///nonexistent.sock", "timeout": 5.0,
+                    "probe": False, "runtime_name": "nvidia", "expect_runtime": "nvidia",
+                    "gone_runtime": None},
+        "files": [
+            {"path": str(record), "before": None, "before_sha256": None,
+             "after_sha256": sha("{}\n")},
+            {"path": str(config), "before": CONFIG_TEXT, "before_sha256": sha(CONFIG_TEXT),
+             "after_sha256": sha(after)},
+        ],
+        "backups": [str(folder / "config.toml.gpuready.bak")],
+    }
+    path = journal_path(config)
+    path.write_text(json.dumps(journal))
+    path.chmod(0o600)
+    return config, after
+
+
+def test_a_run_killed_while_writing_is_rolled_back_by_the_next_writing_command(
+    tmp_path: Path,
+) -> None:
+    config, _ = killed_while_writing(tmp_path)
+    result = run_cli("unconfigure", "--config", str(config))
+    assert result.code == 0, result.out + result.err
+    assert "was killed before its verdict" in result.out
+    assert "pending transaction rolled back" in result.out
+    assert "containerd was not restarted" in result.out  # it never read the change: no restart
+    assert listing(tmp_path) == {"config.toml": CONFIG_TEXT.encode()}
+
+
+def test_a_dry_run_only_says_a_transaction_is_pending(tmp_path: Path) -> None:
+    config, after = killed_while_writing(tmp_path)
+    before = listing(tmp_path)
+    result = run_cli("configure", "--config", str(config), "--dry-run")
+    assert "was killed before its verdict" in result.out
+    assert "a run without --dry-run finishes it first" in result.out
+    assert listing(tmp_path) == before
+
+
+def test_a_file_edited_since_the_kill_is_left_alone(tmp_path: Path) -> None:
+    config, after = killed_while_writing(tmp_path)
+    config.write_text(after + "# edited by hand\n")
+    before = listing(tmp_path)
+    result = run_cli("configure", "--config", str(config))
+    assert result.code == 1, result.out + result.err
+    assert "changed since the transaction was killed: nothing touched" in result.out
+    assert "pending --restart transaction is not finished" in result.err
+    assert listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("change", ["group-writable", "not-json", "outside-hash"])
+def test_a_journal_gpuready_cannot_trust_is_refused_and_nothing_touched(
+    tmp_path: Path, change: str,
+) -> None:
+    config, _ = killed_while_writing(tmp_path)
+    path = journal_path(config)
+    if change == "group-writable":
+        path.chmod(0o664)
+    elif change == "not-json":
+        path.write_text("{")
+    else:  # a "before" text that is not the one its hash names
+        data = json.loads(path.read_text())
+        data["files"][1]["before"] = "planted = true\n"
+        path.write_text(json.dumps(data))
+    before = listing(tmp_path)
+    result = run_cli("unconfigure", "--config", str(config))
+    assert result.code == 2, result.out + result.err
+    assert "transaction journal" in result.err, result.err
+    assert listing(tmp_path) == before
+
+
+def test_reading_commands_report_the_pending_transaction(tmp_path: Path) -> None:
+    root = tmp_path / "node"
+    folder = root / "etc" / "containerd"
+    folder.mkdir(parents=True)
+    killed_while_writing(folder)
+    # the journal names node paths: rewrite the host paths the helper wrote
+    path = journal_path(folder / "config.toml")
+    path.write_text(path.read_text().replace(str(root), ""))
+    before = listing(root)
+    for command in (("doctor",), ("lint",)):
+        result = run_cli(*command, "--root", str(root), "--containerd-version", "1.7",
+                         "--select", "transaction-pending")
+        assert result.code == 1, result.out + result.err
+        assert "transaction-pending" in result.out
+        assert "killed in its write phase" in result.out
+    assert listing(root) == before  # reported, never finished
+
+
+# -- a --restart killed for real, with a real containerd ------------------------------------------
+
+
+@pytest.fixture
+def daemon(probe_archive) -> Iterator[RestartableContainerd]:
+    """A restartable containerd on the lab config (runc only), the probe image imported."""
+    from gpuready.cri import probe_image
+
+    require(binaries=("containerd", "runc", "ctr"))
+    folder = short_tempdir()
+    write_standin(folder / "standin", log=folder / "standin.log")
+    started = RestartableContainerd(lab_config(folder), folder)
+    try:
+        started.start()
+        probe_image.import_archive(probe_archive, socket=started.socket)
+        yield started
+    finally:
+        started.remove()
+
+
+def killing_restart(daemon: RestartableContainerd) -> str:
+    """A restart command that kills gpuready the first time (``$PPID``: the gpuready that
+    runs it), and restarts containerd every later time."""
+    flag = daemon.folder / "killed-once"
+    return (f"if [ -e {flag} ]; then {daemon.restart_command}; "
+            f"else touch {flag}; kill -9 $PPID; fi")
+
+
+def live_runtimes(daemon: RestartableContainerd) -> set[str]:
+    from gpuready.cri.client import CriClient
+    from gpuready.cri.live import parse_live_config
+
+    with CriClient(daemon.address, timeout=10) as client:
+        return set(parse_live_config(client.status(verbose=True).config()).runtimes)
+
+
+def restart_args(daemon: RestartableContainerd, command: str) -> tuple[str, ...]:
+    return ("--config", str(daemon.config_path), "--restart", "--restart-command", command,
+            "--address", daemon.address, "--restart-timeout", "30")
+
+
+@pytest.mark.containerd
+def test_a_killed_restart_is_finished_by_the_next_writing_command(
+    daemon: RestartableContainerd,
+) -> None:
+    standin = str(daemon.folder / "standin")
+    first = daemon.pid
+    killed = run_cli("configure", "--binary", standin,
+                     *restart_args(daemon, killing_restart(daemon)))
+    assert killed.code == -9, killed.out + killed.err
+    journal = journal_path(daemon.config_path)
+    assert journal.is_file()
+    assert "nvidia" in daemon.config_path.read_text()  # written, containerd not restarted
+    assert daemon.pid == first and live_runtimes(daemon) == {"runc"}
+
+    doctor = run_cli("doctor", "--config", str(daemon.config_path), "--select",
+                     "transaction-pending")
+    assert doctor.code == 1, doctor.out + doctor.err
+    assert "killed in its restart phase" in doctor.out
+    assert daemon.pid == first and journal.is_file()  # a reading command restarts nothing
+
+    again = run_cli("configure", "--binary", standin,
+                    *restart_args(daemon, daemon.restart_command))
+    assert again.code == 0, again.out + again.err
+    assert "was killed before its verdict" in again.out
+    assert "[ok] verify --live" in again.out
+    assert "pending transaction finished" in again.out
+    assert "nothing to change; containerd not restarted" in again.out  # then its own work
+    assert not journal.exists()
+    assert daemon.pid != first and live_runtimes(daemon) == {"runc", "nvidia"}
+
+
+@pytest.mark.containerd
+def test_a_killed_restart_that_fails_its_proof_is_rolled_back_by_the_next_command(
+    daemon: RestartableContainerd,
+) -> None:
+    """Finished without ``--restart``: the journal's own restart command runs (it restarts
+    containerd from the second time on); the probe through a missing binary fails."""
+    config = daemon.config_path
+    original = config.read_bytes()
+    killed = run_cli("configure", "--binary", "/nonexistent/nvidia-container-runtime", "--probe",
+                     *restart_args(daemon, killing_restart(daemon)))
+    assert killed.code == -9, killed.out + killed.err
+    boots = daemon.boots()
+    result = run_cli("unconfigure", "--config", str(config))
+    assert result.code == 0, result.out + result.err
+    assert "[FAILED] probe" in result.out
+    assert "pending transaction rolled back" in result.out
+    assert "nothing recorded" in result.out  # unconfigure then finds nothing to take back
+    assert config.read_bytes() == original
+    assert sorted(p.name for p in config.parent.glob("config.toml*")) == ["config.toml"]
+    assert daemon.boots() == boots + 2, "restarted on the change, then on the original"
+    assert live_runtimes(daemon) == {"runc"}
+    assert os.path.exists(daemon.folder / "killed-once")
