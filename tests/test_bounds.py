@@ -67,8 +67,15 @@ COMMANDS = {
     "migrate": lambda root: ("migrate", "--to", "3", "--root", str(root)),
     "configure": lambda root: ("configure", "--root", str(root)),
     "configure-drop-in": lambda root: ("configure", "--root", str(root), "--drop-in", DROP_IN),
+    "setup": lambda root: ("setup", "--root", str(root)),
+    "unconfigure": lambda root: ("unconfigure", "--root", str(root)),
+    "check": lambda root: ("check", "--root", str(root)),
+    "audit": lambda root: ("audit", "--jobs", "1", str(root)),
 }
 FINDERS = ("lint", "doctor")  # they report a file they refuse as a finding
+# their answer is a report (a failed check, an unreadable node, nothing recorded): in time,
+# without an internal error, and nothing written
+ANSWERERS = ("check", "audit", "unconfigure")
 
 
 def _bounded(root: Path, command: str, *, says: str | None = None, seconds: float = SECONDS):
@@ -79,7 +86,10 @@ def _bounded(root: Path, command: str, *, says: str | None = None, seconds: floa
                           timeout=seconds + 10)
     assert result.seconds < seconds, (command, result.seconds)
     assert "internal error" not in result.err and "Traceback" not in result.err, result.err
-    if says is not None:
+    if says is not None and command in ANSWERERS:
+        assert result.code in (0, 1), (command, result.code, result.err)
+        assert tree_snapshot(root) == before, f"{command} wrote past its bound"
+    elif says is not None:
         if command in FINDERS and result.code == 1:  # a refused file is an error finding
             assert says in result.out, result.out
         else:
