@@ -44,9 +44,13 @@ class OwnerError(Exception):
 def backup_path(path: Path) -> Path:
     """Where the pre-change copy of ``path`` is kept (``config.toml.gpuready.bak``).
 
-    The suffix keeps the backup out of containerd's ``imports`` globs such as ``conf.d/*.toml``.
+    The suffix keeps the backup out of containerd's ``imports`` globs such as ``conf.d/*.toml``;
+    a file in a folder CRI-O reads whole has its backup in the folder above
+    (:func:`gpuready.paths.kept_beside`).
     """
-    return path.with_name(path.name + BACKUP_SUFFIX)
+    from gpuready.paths import kept_beside
+
+    return kept_beside(path, BACKUP_SUFFIX)
 
 
 @contextlib.contextmanager

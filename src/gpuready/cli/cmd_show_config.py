@@ -19,6 +19,8 @@ This is containerd's own 'config dump' without the defaults it fills in: only wh
 EPILOG = """\
 exit codes:
   0  printed
+  1  printed, but a --restart transaction on the node was never finished (its journal lies
+     beside the config): one error line says so; nothing is restarted or changed
   2  a file is missing, unreadable or not valid TOML
 
 examples:
@@ -46,16 +48,24 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Merge and print."""
     import json
+    import sys
 
     from gpuready.cli.daytwo import node_config
     from gpuready.containerd.effective import load_effective, render_effective
+    from gpuready.errors import ExitCode
+    from gpuready.node import Node
+    from gpuready.workflow import journal
 
     node = node_config(args)
     effective = load_effective(node.config, root=node.root, major=node.major)
     sources = effective.runtime_sources()
+    # a reading command: a killed --restart is reported, never finished
+    pending = journal.pending_message(Node(node.root), node.config)
+    code = ExitCode.OK if pending is None else ExitCode.CHECK_FAILED
     if args.format == "json":
         print(json.dumps({
-            "status": "ok",
+            "status": "ok" if pending is None else "failed",
+            "pending_transaction": pending,
             "config": str(node.config),
             "containerd": f"{node.major}.x",
             "files": [str(f.path) for f in effective.files],
@@ -63,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
             "runtimes": {name: [str(p) for p in paths] for name, paths in sources.items()},
             "effective": effective.data,
         }, indent=2, default=str))
-        return 0
+        return code
     print(render_effective(effective), end="")
-    return 0
+    if pending is not None:
+        print(f"gpuready: error: {pending}; fix: {journal.PENDING_FIX}", file=sys.stderr)
+    return code

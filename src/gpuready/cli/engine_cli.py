@@ -73,9 +73,17 @@ def configure(args: argparse.Namespace, name: str) -> int:
         notes.append(f"--systemd-cgroup applies to containerd only; {engine.facts.title} "
                      "keeps its own cgroup driver")
     intent = Intent(confirmed=bool(args.confirm_every_pod_uses_it))
-    return _apply(args, engine,
-                  lambda path, node: engine.plan_add_runtime(path, change, node=node), notes,
-                  intent=intent)
+
+    def planner(path, node):
+        from gpuready.engines.base import plan_engine_record
+
+        plan = engine.plan_add_runtime(path, change, node=node)
+        record = plan_engine_record(
+            path, plan, node=node, runtime_name=args.runtime_name,
+            previous_runtime=_file_runtime(name, plan.before, args.runtime_name, path))
+        return [plan, record]
+
+    return _apply(args, engine, planner, notes, intent=intent)
 
 
 def unconfigure(args: argparse.Namespace, name: str) -> int:
@@ -86,8 +94,10 @@ def unconfigure(args: argparse.Namespace, name: str) -> int:
     engine = get(name)
 
     def planner(path, node):
-        [plan] = engine.plan_remove_runtime(path, args.runtime_name, node=node)
-        return plan
+        from gpuready.engines.base import plan_engine_unconfigure
+
+        [removal] = engine.plan_remove_runtime(path, args.runtime_name, node=node)
+        return plan_engine_unconfigure(path, removal, args.runtime_name, node=node)
 
     intent = Intent(removes=frozenset({args.runtime_name}))
     return _apply(args, engine, planner, [], intent=intent)
@@ -101,16 +111,17 @@ def _apply(args, engine, planner, notes: list[str], *, intent) -> int:
     node = Node(args.root)
     path = Path(args.config) if args.config else engine.config_path(node)
     with locked(path, node=node):
-        plan = planner(path, node)
+        plans = planner(path, node)
+        plan = plans[0]  # the config's plan; then gpuready's own files (backup, record)
         # the never-break gate, for a dry run too: the verdict a real run would meet
         EngineGuard(engine, path, node.root, intent).enforce([plan])
-        written = False if args.dry_run else _write(plan, node)
+        written = False if args.dry_run else _write(plans, node)
     report = {
         "status": "ok", "engine": engine.facts.name, "file": str(path), "changed": plan.changes,
         "written": written, "summary": plan.summary, "advice": None,
         "notes": [*plan.notes, *notes],
         "backup": (str(backup_path(path)) if written and plan.before is not None
-                   and plan.after is not None else None),
+                   and plan.after is not None and node.exists(backup_path(path)) else None),
         "diff": plan.diff(),
     }
     if getattr(args, "reload", False) and not args.dry_run:
@@ -123,11 +134,36 @@ def _apply(args, engine, planner, notes: list[str], *, intent) -> int:
     return 0
 
 
-def _write(plan, node) -> bool:
-    """Write (or, for a file gpuready created and emptied, remove) under the held lock."""
-    from gpuready.fsio import apply_plan, remove_planned
+def _write(plans, node) -> bool:
+    """Write (or remove) the config's plan and gpuready's own files under the held lock, all
+    or nothing: the record first when it is written, last when it is removed (a run killed in
+    between leaves a record the next run completes from). True when the config was written."""
+    from gpuready.changeset import apply_all
+    from gpuready.containerd.record import RECORD_SUFFIX
 
-    return remove_planned(plan, node=node) if plan.after is None else apply_plan(plan, node=node)
+    own = [p.path for p in plans if p.path.name.endswith(RECORD_SUFFIX)]
+    ordered = [*(p for p in plans if p.path in own and p.after is not None),
+               *(p for p in plans if p.path not in own),
+               *(p for p in plans if p.path in own and p.after is None)]
+    written = apply_all(ordered, node=node, own=own)
+    return plans[0] in written
+
+
+def _file_runtime(name: str, text: str | None, runtime: str, path: Path) -> dict | None:
+    """The entry of ``runtime`` in the file's text before gpuready changed it (None: absent)."""
+    if not text:
+        return None
+    if name == "docker":
+        from gpuready.engines.docker.config import parse_daemon_config
+
+        entry = parse_daemon_config(text, path).runtimes().get(runtime)
+    else:
+        from gpuready.engines.crio.config import read_text_data, runtimes
+
+        entry = runtimes(read_text_data(text)).get(runtime)
+    if entry is None:
+        return None
+    return json.loads(json.dumps(entry, default=str)) if isinstance(entry, dict) else {}
 
 
 def _reload(args, engine, path: Path, node) -> str:

@@ -67,8 +67,11 @@ ABSENT = None  # a setting that was not in the file
 
 
 def record_path(main: Path) -> Path:
-    """Where the record of ``main`` lives: ``config.toml.gpuready.json`` beside it."""
-    return main.with_name(main.name + RECORD_SUFFIX)
+    """Where the record of ``main`` lives: ``config.toml.gpuready.json`` beside it (for a file in
+    a folder CRI-O reads whole, in the folder above: :func:`gpuready.paths.kept_beside`)."""
+    from gpuready.paths import kept_beside
+
+    return kept_beside(main, RECORD_SUFFIX)
 
 
 def sha256(text: str | None) -> str | None:

@@ -83,9 +83,22 @@ def plan_file(
     if entry.get("whole_file"):
         return [_left_as_it_is(path, current, entry)]
     after = remove_settings(path, current, settings)
+    if entry.get("drop_in") and entry.get("original") is None and _only_version(path, after):
+        # the drop-in gpuready created, rewritten since (``migrate``): nothing but its version
+        # is left, so it goes, with the backup of gpuready's own text that the rewrite kept
+        plans = [Plan(path, current, None, "remove the drop-in gpuready wrote (rewritten since)")]
+        kept = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+        if kept is not None and sha256(kept) == entry.get("written"):
+            plans.append(Plan(backup, kept, None, "remove the backup of gpuready's drop-in"))
+        return plans
     summary = "remove what gpuready added (the file was edited since)" if after != current else (
         "nothing of gpuready's left in it")
     return [Plan(path, current, after, summary)]
+
+
+def _only_version(path: Path, text: str) -> bool:
+    """True when ``text`` sets nothing but ``version`` (comments aside)."""
+    return set(load_config_text(text, path).data) <= {"version"}
 
 
 def _removal(entry: Mapping[str, Any]) -> str:
@@ -128,7 +141,8 @@ def remove_settings(path: Path, text: str, settings: list[Mapping]) -> str:
                 text = _undo_imports(text, setting)
         for setting in settings:
             if setting["kind"] == "tables":
-                text = remove_empty_headers(text, [tuple(p) for p in setting["paths"]])
+                text = remove_empty_headers(text, [tuple(p) for p in setting["paths"]],
+                                            keep_blank_lines=True)
         load_config_text(text, path)  # still valid TOML, or nothing is written
     except (KeyError, TypeError, ValueError, UneditableTableError, InputError) as error:
         reason = error.reason if isinstance(error, InputError) else error
@@ -178,8 +192,25 @@ def _remove_table(text: str, path: KeyPath) -> str:
         end = next((start for start in starts if start > header.start), len(text))
         kept = "".join(line for line in text[header.end:end].splitlines(keepends=True)
                        if line.lstrip().startswith("#"))
-        text = text[:header.start] + kept + text[end:]
-    return _trim_blank_lines(text)
+        text = _joined(text[:header.start], kept + text[end:])
+    return _trim_end(text)
+
+
+def _joined(left: str, right: str) -> str:
+    """``left`` and ``right`` where a part between them went: as many blank lines where they meet
+    as there were on the larger side of the part, and every blank line elsewhere as it was."""
+    head = left.rstrip("\n")
+    tail = right.lstrip("\n")
+    if not head:
+        return tail
+    before = left[len(head):].count("\n") - 1  # the blank lines above the part that went
+    after = len(right) - len(tail)  # and below it
+    return head + "\n" * (1 + max(before, after, 0)) + tail
+
+
+def _trim_end(text: str) -> str:
+    """No blank line at the end."""
+    return text.rstrip("\n") + "\n" if text.strip() else text
 
 
 def _trim_blank_lines(text: str) -> str:
@@ -196,11 +227,12 @@ def _undo_value(text: str, path: KeyPath, setting: Mapping[str, Any]) -> str:
         return set_value(text, path, setting["previous"]).text
     text = _delete_key(text, path)
     if setting.get("headerless"):
-        text = remove_empty_headers(text, [path[:-1]])
+        text = remove_empty_headers(text, [path[:-1]], keep_blank_lines=True)
     return text
 
 
-def remove_empty_headers(text: str, paths: list[KeyPath]) -> str:
+def remove_empty_headers(text: str, paths: list[KeyPath], *, keep_blank_lines: bool = False
+                         ) -> str:
     """Remove the ``[header]`` of each table in ``paths`` whose body holds nothing now but blank
     lines and comments (which stay): gpuready wrote it, and the table exists without it or not
     at all."""
@@ -215,7 +247,10 @@ def remove_empty_headers(text: str, paths: list[KeyPath]) -> str:
         if any(line.strip() and not line.lstrip().startswith("#") for line in lines):
             continue
         kept = "".join(line for line in lines if line.strip())  # the operator's comments
-        text = _trim_blank_lines(text[:header.start] + kept + text[end:])
+        if keep_blank_lines:  # only where the header went (unconfigure)
+            text = _trim_end(_joined(text[:header.start], kept + text[end:]))
+        else:
+            text = _trim_blank_lines(text[:header.start] + kept + text[end:])
     return text
 
 

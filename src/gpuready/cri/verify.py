@@ -220,6 +220,18 @@ def line_check(expected: str, version: RuntimeVersion) -> live_checks.CheckResul
         f"--containerd-version says {wanted}", on_disk=str(wanted), live=shown)
 
 
+def transaction_checks(options: VerifyOptions) -> list[live_checks.CheckResult]:
+    """A failed check when a killed ``--restart`` left its journal beside the config: what runs
+    may not be what the files say. Reported only; a reading command never finishes it."""
+    from gpuready.workflow import journal
+
+    message = journal.pending_message(Node(options.root), options.config_path)
+    if message is None:
+        return []
+    return [live_checks.CheckResult("transaction pending", live_checks.Outcome.FAILED,
+                                    f"{message}; {journal.PENDING_FIX}")]
+
+
 def verify_live(options: VerifyOptions, *, connect=CriClient) -> LiveReport:
     """Compare the running containerd with the file on disk, check RuntimeClasses, and probe.
 
@@ -263,6 +275,7 @@ def verify_live(options: VerifyOptions, *, connect=CriClient) -> LiveReport:
         report.checks += live_checks.runtimeclass_checks(classes, disk, live, context)
         if options.containerd_version:
             report.checks.append(line_check(options.containerd_version, version))
+        report.checks += transaction_checks(options)
         if options.probe:
             report.probe, report.pause_image = probe(client, options, live, disk, version)
     return report

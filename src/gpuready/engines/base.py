@@ -78,3 +78,101 @@ class Engine(Protocol):
     def runtimes(self, path: Path, *, node: Node) -> dict[str, dict]:
         """The runtimes the file registers, by name."""
         ...
+
+
+# -- records: what configure changed in a Docker or CRI-O file ---------------------------------
+#
+# The record is containerd's (:mod:`gpuready.containerd.record`, format 2): one entry for the file
+# (the SHA-256 before gpuready first changed it and after its last change) and one ``runtime``
+# setting per runtime it registered, with the file's own entry of that name from before (None:
+# gpuready added it). ``unconfigure`` restores the backup while the file still holds what
+# gpuready wrote; once the file was edited it removes only a runtime gpuready added.
+
+
+def plan_engine_record(path: Path, plan: Plan, *, node: Node, runtime_name: str,
+                       previous_runtime: dict | None) -> Plan:
+    """The plan writing the record of ``plan`` (merged into the record already there)."""
+    from gpuready.containerd.record import (
+        FORMAT,
+        load_record,
+        record_path,
+        render_record,
+        sha256,
+    )
+    from gpuready.node import FileKind
+
+    where = record_path(path)
+    before = node.read_text_or_none(where, kind=FileKind.NODE_FACT)
+    if not plan.changes:
+        return Plan(where, before, before, "record unchanged")
+    record = load_record(path, node=node) or {
+        "format": FORMAT, "config": str(path), "files": {}, "settings": []}
+    key = str(path)
+    entry = record["files"].setdefault(key, {"original": sha256(plan.before)})
+    entry["written"] = sha256(plan.after)
+    if not any(s["file"] == key and s["kind"] == "runtime" and s.get("name") == runtime_name
+               for s in record["settings"]):
+        record["settings"].append({"file": key, "kind": "runtime", "name": runtime_name,
+                                   "previous": previous_runtime})
+    return Plan(where, before, render_record(record, main=path, node=node),
+                "record what gpuready added")
+
+
+def plan_engine_unconfigure(path: Path, removal: Plan, name: str, *, node: Node) -> list[Plan]:
+    """Take back what the record of ``path`` says gpuready changed: the file's plan first, then
+    its backup's and the record's. ``removal`` is the engine's plan removing runtime ``name``
+    (used for its summary, and for a file edited since gpuready wrote it). Without a record,
+    one plan that changes nothing: gpuready never guesses what it added."""
+    from gpuready.containerd.record import load_record, record_path
+    from gpuready.node import FileKind
+
+    record = load_record(path, node=node)
+    entry = None if record is None else record["files"].get(str(path))
+    current = node.read_text_or_none(path, kind=FileKind.CONFIG)
+    if entry is None:
+        why = ("nothing recorded: gpuready did not register it here; left as it is"
+               if removal.changes else "nothing recorded")
+        shown = removal.summary if not removal.changes else f"runtime {name}"
+        return [Plan(path, current, current, f"{shown}; {why}")]
+    ours = any(s["kind"] == "runtime" and s.get("name") == name and s["previous"] is None
+               for s in record["settings"] if s["file"] == str(path))
+    restored = None if current is None else _restore(path, current, entry, node=node)
+    if restored is not None:
+        plans = restored
+        first = plans[0]
+        if removal.changes and first.changes and ours:
+            summary = (removal.summary if first.summary in removal.summary
+                       else f"{removal.summary}; {first.summary}")
+            plans[0] = Plan(first.path, first.before, first.after, summary, first.notes)
+    elif current is None:
+        plans = [Plan(path, None, None, "already removed")]
+    else:
+        if ours:
+            plans = [removal]
+        else:
+            plans = [Plan(path, current, current, f"runtime {name} was not added by gpuready "
+                          "(or the file was edited since): left as it is")]
+    where = record_path(path)
+    before = node.read_text(where, kind=FileKind.NODE_FACT)
+    return [*plans, Plan(where, before, None, "remove gpuready's record")]
+
+
+def _restore(path: Path, current: str, entry: dict, *, node: Node) -> list[Plan] | None:
+    """The plans giving back the original of ``path`` (and removing its backup), or None when
+    the file no longer holds what gpuready wrote or its original is no longer in the backup."""
+    from gpuready.containerd.record import sha256
+    from gpuready.fsio import backup_path
+    from gpuready.node import FileKind
+
+    backup = backup_path(node.writable(path))  # the writer keeps it beside the link's target
+    original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+    drop = [Plan(backup, original, None, "remove the backup (the file is the original again)")]
+    if sha256(current) == entry["written"]:
+        if entry["original"] is None:
+            return [Plan(path, current, None, "remove the file gpuready created")]
+        if sha256(original) == entry["original"]:
+            return [Plan(path, current, original, "restore the original, byte for byte"), *drop]
+    if entry["original"] is not None and sha256(current) == entry["original"]:
+        return [Plan(path, current, current, "already the original"),
+                *(drop if original == current else [])]
+    return None

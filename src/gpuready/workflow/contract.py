@@ -339,15 +339,18 @@ def contract_checks(
     :func:`gpuready.containerd.lines.node_line`)."""
     from gpuready.containerd.lines import node_line
 
+    pending = check_no_transaction(files)
     try:
         config = read_config_facts(read(files.config), files.config, runtime_name)
     except InputError as error:
-        return [Check("config.toml parses", False, error.message(),
-                      "fix the file as the message says (at its line and column), or write it "
-                      "with 'gpuready setup'; then run 'gpuready check' again")]
+        return [*pending, Check("config.toml parses", False, error.message(),
+                                "fix the file as the message says (at its line and column), or "
+                                "write it with 'gpuready setup'; then run 'gpuready check' "
+                                "again")]
     line = node_line(root=files.node.root, flag=containerd_version,
                      config_version=config.version)
-    checks = [Check("config.toml parses", True, f"{files.config}: version {config.version}")]
+    checks = [*pending,
+              Check("config.toml parses", True, f"{files.config}: version {config.version}")]
     checks += check_config(config, node_loaded(files, read, line))
     checks += check_cgroup_drivers(config, files.node)
     try:
@@ -362,6 +365,17 @@ def contract_checks(
     checks += cdi_checks(files, read)
     checks += _toolkit_checks(files, config, read, handler=manifest.get("handler"))
     return checks
+
+
+def check_no_transaction(files: NodeFiles) -> list[Check]:
+    """The failed check "no transaction pending" when a killed ``--restart`` left its journal
+    beside config.toml (read only: never finished here); no check when none is pending."""
+    from gpuready.workflow import journal
+
+    message = journal.pending_message(files.node, files.config)
+    if message is None:
+        return []
+    return [Check("no transaction pending", False, message, journal.PENDING_FIX)]
 
 
 def cdi_checks(files: NodeFiles, read) -> list[Check]:

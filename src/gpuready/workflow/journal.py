@@ -211,6 +211,32 @@ def pending(node: Node, config: Path) -> bool:
     return node.lexists(journal_path(config))
 
 
+def pending_state(node: Node, config: Path) -> str | None:
+    """What a reading command says of the journal beside ``config``: None when there is none,
+    else the phase the killed run reached, or why gpuready would refuse the journal. Reads only;
+    never finishes anything."""
+    if not pending(node, config):
+        return None
+    try:
+        found = load(node, config)
+    except InputError as error:
+        return f"a journal gpuready refuses to act on: {error.message()}"
+    return f"killed in its {found.phase} phase" if found else "just finished"
+
+
+def pending_message(node: Node, config: Path) -> str | None:
+    """The one line a reading command reports for a pending transaction (None: none pending)."""
+    state = pending_state(node, config)
+    if state is None:
+        return None
+    return (f"a --restart transaction on {config} was never finished ({state}): containerd "
+            f"may not run what the files say; its journal is {journal_path(config)}")
+
+
+PENDING_FIX = ("run a writing command on this node (gpuready configure --restart, unconfigure, "
+               "migrate, setup): it finishes the transaction first")
+
+
 def load(node: Node, config: Path) -> Journal | None:
     """The journal beside ``config``, checked; None when there is none.
 
