@@ -17,6 +17,7 @@ from gpuready.cri import probe_image
 from tests.harness.builds import ENV, Build, builds
 from tests.harness.containerd import Containerd, lab_config, sandboxed, short_tempdir
 from tests.harness.replay import RecordedContainerd
+from tests.harness.restartable import RestartableContainerd
 from tests.harness.standin import write_standin
 from tests.helpers import (
     BUSYBOX,
@@ -179,3 +180,19 @@ def replay_containerd() -> Iterator[Callable[..., RecordedContainerd]]:
     for server, folder in started:
         server.stop()
         folder.rmdir()
+
+
+@pytest.fixture
+def daemon(probe_archive) -> Iterator[RestartableContainerd]:
+    """A restartable containerd on the lab config (runc only), the probe image imported (the
+    restart transaction's and the journal's tests)."""
+    require(binaries=("containerd", "runc", "ctr"))
+    folder = short_tempdir()
+    write_standin(folder / "standin", log=folder / "standin.log")
+    started = RestartableContainerd(lab_config(folder), folder)
+    try:
+        started.start()
+        probe_image.import_archive(probe_archive, socket=started.socket)
+        yield started
+    finally:
+        started.remove()

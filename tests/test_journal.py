@@ -13,17 +13,14 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from gpuready.workflow.journal import journal_path
 from gpuready.workflow.transaction import OUTPUT_KEPT, run_bounded
-from tests.harness.containerd import lab_config, short_tempdir
 from tests.harness.restartable import RestartableContainerd
-from tests.harness.standin import write_standin
-from tests.helpers import LAB_BASE, require, run_cli
+from tests.helpers import LAB_BASE, run_cli
 
 CONFIG_TEXT = LAB_BASE.read_text()
 
@@ -195,21 +192,7 @@ def test_reading_commands_report_the_pending_transaction(tmp_path: Path) -> None
 # -- a --restart killed for real, with a real containerd ------------------------------------------
 
 
-@pytest.fixture
-def daemon(probe_archive) -> Iterator[RestartableContainerd]:
-    """A restartable containerd on the lab config (runc only), the probe image imported."""
-    from gpuready.cri import probe_image
-
-    require(binaries=("containerd", "runc", "ctr"))
-    folder = short_tempdir()
-    write_standin(folder / "standin", log=folder / "standin.log")
-    started = RestartableContainerd(lab_config(folder), folder)
-    try:
-        started.start()
-        probe_image.import_archive(probe_archive, socket=started.socket)
-        yield started
-    finally:
-        started.remove()
+# the fixture ``daemon`` (tests/conftest.py): a restartable containerd on the lab config
 
 
 def killing_restart(daemon: RestartableContainerd) -> str:

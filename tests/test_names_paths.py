@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -18,19 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import LAB_BASE, REPO, run_cli, stage_fixture
+from tests.helpers import REPO, run_cli, stage_fixture
 from tests.measure import tree_snapshot
+from tests.test_bad_input import _node
 
 CONFIG = "etc/containerd/config.toml"
-
-
-def _node(tmp: Path) -> Path:
-    """A node with a valid containerd config and the air-gap base."""
-    root = tmp / "node"
-    (root / CONFIG).parent.mkdir(parents=True)
-    shutil.copyfile(LAB_BASE, root / CONFIG)
-    stage_fixture(root)
-    return root
 
 
 def _refused(result, tmp: Path, before: dict, *, says: str) -> None:

@@ -8,37 +8,21 @@ from __future__ import annotations
 
 import subprocess
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from gpuready.cri import probe_image
 from gpuready.cri.client import CriClient
 from gpuready.cri.live import parse_live_config
-from tests.harness.containerd import lab_config, short_tempdir
+from tests.harness.containerd import lab_config
 from tests.harness.restartable import RestartableContainerd
-from tests.harness.standin import write_standin
-from tests.helpers import require, require_binary, run_cli
+from tests.helpers import require_binary, run_cli
 
 pytestmark = pytest.mark.containerd
 
 CRI = "io.containerd.grpc.v1.cri"
 
 
-@pytest.fixture
-def daemon(probe_archive) -> Iterator[RestartableContainerd]:
-    """A restartable containerd on the lab config (runc only), the probe image imported."""
-    require(binaries=("containerd", "runc", "ctr"))
-    folder = short_tempdir()
-    write_standin(folder / "standin", log=folder / "standin.log")
-    started = RestartableContainerd(lab_config(folder), folder)
-    try:
-        started.start()
-        probe_image.import_archive(probe_archive, socket=started.socket)
-        yield started
-    finally:
-        started.remove()
 
 
 def live_runtimes(daemon: RestartableContainerd) -> set[str]:
