@@ -199,3 +199,13 @@ def test_an_empty_default_runtime_name_stops_the_cri_plugin(name):
     loaded = _build(f'version = {version}\n[plugins."{plugin}".containerd]\n'
                     '  default_runtime_name = ""\n', name)
     assert not loaded.cri_loaded and "is empty" in loaded.cri_error
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED))
+def test_the_shipped_defaults_are_the_recorded_ones(name):
+    """gpuready ships each line's `config default` for the model; the tests' copy is the same."""
+    from gpuready.containerd.lines import recorded_default_text
+
+    recorded = RECORDED[name]
+    assert recorded_default_text(recorded) == (
+        DATA / "containerd" / f"containerd-{recorded}-default.toml").read_text()

@@ -240,7 +240,7 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
     from gpuready.node import Node
     from gpuready.owners.configure import plan_for_owner
     from gpuready.owners.table import EditKind
-    from gpuready.workflow.daytwo import NodeConfig, guarded, plan_record, write
+    from gpuready.workflow.daytwo import NodeConfig, plan_record, write
 
     node = Node(args.root)
     detection = common.detect_owner(args)
@@ -263,7 +263,6 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
             owned = replace(owned, plan=plans[0], notes=(*owned.notes, *added))
         if plans and recorded:
             plans.append(plan_record(target, plans, request=request, drop_in=None))
-        plans = guarded(plans, guard)
         if args.dry_run:
             check(plans)  # the verdict a real run would meet
         written = [] if args.dry_run else write(plans, node=target)

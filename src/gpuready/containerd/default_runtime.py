@@ -41,11 +41,12 @@ def how_it_runs(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
     name = facts.default_runtime_name(data, spec)
     entry = facts.runtime(data, spec, name) or {}
     tables = {"runtime": entry, "options": facts.runtime_options(entry)}
-    values = {key: _decoded(tables[where].get(key)) for where, key in GUARDED_KEYS}
+    values = {key: decoded(tables[where].get(key)) for where, key in GUARDED_KEYS}
     return name, values
 
 
-def _decoded(value: Any) -> Any:
+def decoded(value: Any) -> Any:
+    """``value`` as containerd decodes it for a runc option: ``"true"``/``"false"`` as booleans."""
     as_bool = bool_text(value)
     return as_bool if as_bool is not None else value
 

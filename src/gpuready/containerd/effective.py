@@ -70,12 +70,13 @@ def load_effective(
         if file.syntax_error:
             raise file.syntax_error
     if exclude is not None:
-        files = [f for f in files if f is first or not _same_file(f.path, exclude)]
+        files = [f for f in files if f is first or not same_file(f.path, exclude)]
     data, _ = merge(files, major=major)
     return EffectiveConfig(main, files, missing, major, data, spec_of(first.data, path=main))
 
 
-def _same_file(one: Path, other: Path) -> bool:
+def same_file(one: Path, other: Path) -> bool:
+    """True when both paths name one file, links followed."""
     return os.path.realpath(one) == os.path.realpath(other)
 
 

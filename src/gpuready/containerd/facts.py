@@ -89,3 +89,11 @@ def sandbox_image_path(spec: ConfigVersion) -> KeyPath:
     if spec.number >= 3:
         return ("plugins", CRI_IMAGES, "pinned_images", "sandbox")
     return (*spec.cri_path, "sandbox_image")
+
+
+def sets_nothing(value: Any) -> bool:
+    """True for a value that sets nothing, Go's zero value: an empty string, false, 0, an empty
+    list, or a table holding only such values."""
+    if isinstance(value, Mapping):
+        return all(sets_nothing(inner) for inner in value.values())
+    return value is None or value is False or value in ("", 0, [])

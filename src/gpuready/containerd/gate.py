@@ -193,12 +193,11 @@ def _default_changes(before: Loaded, after: Loaded) -> list[str]:
 def _as_decoded(value: Any) -> Any:
     """``value`` with booleans written as strings (``"true"``) read as the booleans they mean:
     a spelling fix that keeps the value is not a change of how a runtime runs."""
-    from gpuready.containerd.runc_options import bool_text
+    from gpuready.containerd.default_runtime import decoded
 
     if isinstance(value, Mapping):
         return {key: _as_decoded(inner) for key, inner in value.items()}
-    as_bool = bool_text(value)
-    return as_bool if as_bool is not None else value
+    return decoded(value)
 
 
 def _taken_over(before: Loaded, after: Loaded, intent: Intent) -> list[str]:

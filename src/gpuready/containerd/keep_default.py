@@ -25,20 +25,24 @@ from gpuready.plan import Plan
 
 
 def keep_default_runtime(plans: Sequence[Plan], guard: Guard, *, beside: str) -> list[Plan]:
-    """``plans`` with the default runtime's table added where the line would lose it; as given
-    when nothing is lost, on 2.x, or when the table that wins is not one the plans write."""
+    """``plans`` of a registration as the one writer takes them: each carrying ``guard``, and
+    with the default runtime's table added where the line would lose it (unchanged otherwise:
+    nothing lost, 2.x, or the table that wins is not one the plans write)."""
+    kept = _kept(list(plans), guard, beside=beside)
+    return [replace(plan, guard=guard) for plan in kept]
+
+
+def _kept(plans: list[Plan], guard: Guard, *, beside: str) -> list[Plan]:
     if not guard.line.line.maps_replace_defaults:
-        return list(plans)
+        return plans
     after = guard.verdict(plans, ask_installed=False).after
     name = after.default_runtime
     if after.refused or after.cri_error != NO_RUNTIME_ERROR.format(name=name):
-        return list(plans)
+        return plans
     entry = _default_entry(after, name)
-    if entry is None:
-        return list(plans)
-    winner = _cri_winner(plans, after)
+    winner = _cri_winner(plans, after) if entry is not None else None
     if winner is None:
-        return list(plans)
+        return plans
     return [_with_runtime(plan, name, entry, beside=beside) if plan is winner else plan
             for plan in plans]
 
@@ -54,11 +58,12 @@ def _default_entry(after: Loaded, name: str) -> dict[str, Any] | None:
 def _cri_winner(plans: Sequence[Plan], after: Loaded) -> Plan | None:
     """The plan of the last file holding a CRI table (on 1.x that file's table wins whole)."""
     from gpuready.containerd.document import load_config_text
+    from gpuready.containerd.effective import same_file
     from gpuready.containerd.versions import spec_of
 
     by_path = {plan.path: plan for plan in plans if plan.after is not None}
     for path in reversed(after.files):
-        plan = next((p for p in by_path.values() if _same(p.path, path)), None)
+        plan = next((p for p in by_path.values() if same_file(p.path, path)), None)
         text = plan.after if plan else None
         if text is None:
             continue
@@ -66,12 +71,6 @@ def _cri_winner(plans: Sequence[Plan], after: Loaded) -> Plan | None:
         if spec_of(data, path=plan.path).cri_path[1] in data.get("plugins", {}):
             return plan
     return None
-
-
-def _same(one, other) -> bool:
-    import os
-
-    return os.path.realpath(one) == os.path.realpath(other)
 
 
 def _with_runtime(plan: Plan, name: str, entry: dict[str, Any], *, beside: str) -> Plan:

@@ -137,7 +137,7 @@ class Drop:
 
     def takes(self, value: Any) -> bool:
         """True when dropping ``value`` loses nothing."""
-        if _empty(value):
+        if facts.sets_nothing(value):
             return True
         return self.default is not None and type(value) is type(self.default) \
             and value == self.default
@@ -277,7 +277,7 @@ def _step(text: str, mapper: Callable[[KeyPath], Target], *, path: Path, to: int
         target = mapper(entry.path)
         table = mapper(entry.table)
         value = facts.lookup(data, entry.path)
-        if isinstance(target, Moved) and target.unless_empty and _empty(value) \
+        if isinstance(target, Moved) and target.unless_empty and facts.sets_nothing(value) \
                 and len(entry.key) == 1 and not entry.inline:
             cuts.append((entry.start, entry.end, ""))
             continue
@@ -335,9 +335,3 @@ def _key_end(line: str, start: int) -> int:
             return index
     raise ValueError("a header without ']'")
 
-
-def _empty(value: Any) -> bool:
-    """True for a value that sets nothing: empty string, false, 0, empty list, empty table."""
-    if isinstance(value, dict):
-        return all(_empty(inner) for inner in value.values())
-    return value is None or value is False or value in ("", 0, [])

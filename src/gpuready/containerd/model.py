@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuready.containerd.facts import sets_nothing
 from gpuready.containerd.lines import NodeLine
 from gpuready.containerd.versions import CRI_GRPC, CRI_PLUGIN_IDS, CRI_RUNTIME, KeyPath
 
@@ -248,7 +249,7 @@ def migrate_data(data: Mapping[str, Any], mapper) -> tuple[dict[str, Any], list[
         except (KeyError, ValueError):  # a plugin the migration does not know: kept as named
             target = None
         if isinstance(target, Drop):
-            if not _is_zero(value):
+            if not sets_nothing(value):
                 dropped.append(path)
             continue
         to = path if target is None else target.path
@@ -329,16 +330,10 @@ def _set(data: dict[str, Any], path: KeyPath, value: Any) -> None:
     data[path[-1]] = value
 
 
-def _is_zero(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return all(_is_zero(inner) for inner in value.values())
-    return value is None or value is False or (not isinstance(value, bool) and value in ("", 0, []))
-
-
 def without_zero_values(value: Any) -> Any:
     """``value`` with the settings that hold their Go zero value left out: two runtime tables
     that differ only there make containerd run the same thing."""
     if isinstance(value, Mapping):
         kept = {key: without_zero_values(inner) for key, inner in value.items()}
-        return {key: inner for key, inner in kept.items() if not _is_zero(inner)}
+        return {key: inner for key, inner in kept.items() if not sets_nothing(inner)}
     return value

@@ -357,7 +357,7 @@ def _kept_whole(plan: Plan, options: Options, confirmed: bool, flag: str | None)
     guard = Guard(plan.path, options.root, line, Intent(confirmed=confirmed))
     [kept] = keep_default_runtime([plan], guard, beside=options.runtime_name)
     # the summary says runc was kept; the notes here are what could not be fixed
-    return replace(kept, notes=plan.notes, guard=guard)
+    return replace(kept, notes=plan.notes)
 
 
 def _guard_default_runtime(plan: Plan, *, confirmed: bool) -> None:

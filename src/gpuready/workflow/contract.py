@@ -267,16 +267,16 @@ def _loaded_check(name: str, runtime: str, config: ConfigFacts, loaded: Loaded |
     return Check(name, False, why, fix)
 
 
-def node_loaded(files: NodeFiles, read: Callable[[Path], str], line) -> Loaded | None:
-    """What ``line`` (a :class:`~gpuready.containerd.lines.NodeLine`) loads from config.toml as
-    ``read`` gives it, with the imports on the node; None when it cannot be read (the parse check
-    says why)."""
+def node_loaded(files: NodeFiles, text: str, line) -> Loaded | None:
+    """What ``line`` (a :class:`~gpuready.containerd.lines.NodeLine`) loads from config.toml's
+    ``text``, with the imports on the node; None when it cannot be read (the parse check says
+    why)."""
     from gpuready.containerd.model import load_node
     from gpuready.errors import GpureadyError
 
     try:
         return load_node(files.config, node=files.node, line=line,
-                         overrides={files.config: read(files.config)})
+                         overrides={files.config: text})
     except GpureadyError:
         return None
 
@@ -341,7 +341,8 @@ def contract_checks(
 
     pending = check_no_transaction(files)
     try:
-        config = read_config_facts(read(files.config), files.config, runtime_name)
+        text = read(files.config)
+        config = read_config_facts(text, files.config, runtime_name)
     except InputError as error:
         return [*pending, Check("config.toml parses", False, error.message(),
                                 "fix the file as the message says (at its line and column), or "
@@ -351,7 +352,7 @@ def contract_checks(
                      config_version=config.version)
     checks = [*pending,
               Check("config.toml parses", True, f"{files.config}: version {config.version}")]
-    checks += check_config(config, node_loaded(files, read, line))
+    checks += check_config(config, node_loaded(files, text, line))
     checks += check_cgroup_drivers(config, files.node)
     try:
         manifest = load_mapping(read(files.runtimeclass), files.runtimeclass)

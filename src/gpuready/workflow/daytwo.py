@@ -61,7 +61,7 @@ def plan_configure_node(
         from gpuready.containerd.keep_default import keep_default_runtime
 
         plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
-    return guarded([*plans, plan_record(node, plans, request=request, drop_in=drop_in)], guard)
+    return [*plans, plan_record(node, plans, request=request, drop_in=drop_in)]
 
 
 def configure_guard(node: NodeConfig, request: ConfigureRequest) -> Guard | None:

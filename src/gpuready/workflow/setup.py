@@ -194,8 +194,7 @@ def _stage_and_register(
             options.base is not None and not base.keeps_existing)
         guard = Guard(files.config, options.node.root, line, Intent(
             adds=options.request.name, confirmed=confirmed))
-        plan = keep_default_runtime([plan], guard, beside=options.request.name)[0]
-        return replace(plan, guard=guard)
+        return keep_default_runtime([plan], guard, beside=options.request.name)[0]
 
     plan = staging.edit(files.config, compute)
     if base.keeps_existing or plan.before is None:  # not a file replaced by the base

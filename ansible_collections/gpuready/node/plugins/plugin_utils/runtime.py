@@ -128,7 +128,7 @@ class RuntimeChange:
         from gpuready.containerd.document import load_config
         from gpuready.containerd.dropin import plan_drop_in
         from gpuready.containerd.register import CgroupMode, RuntimeRequest
-        from gpuready.workflow.daytwo import configure_guard, guarded, plan_record
+        from gpuready.workflow.daytwo import configure_guard, plan_record
 
         if self.mirror.take(self.config_node) is None:
             raise InputError(self.mirror.node_file(str(self.config)), "no such file")
@@ -160,7 +160,7 @@ class RuntimeChange:
         plans = [replace(plan, before=self.to_node_text(plan.before),
                          after=self.to_node_text(plan.after)) for plan in plans]
         record = plan_record(node, plans, request=request, drop_in=drop_in)
-        return Change(guarded([*plans, record], guard), self.config)
+        return Change([*plans, record], self.config)
 
     def plan_absent(self, *, major: int, line=None) -> Change:
         """Take back what the record says gpuready added (no plans: nothing recorded)."""
