@@ -277,6 +277,10 @@ from gpuready.cli import main
 for module in pkgutil.walk_packages(gpuready.__path__, "gpuready."):
     if module.name != "gpuready.__main__":
         importlib.import_module(module.name)
+# and the data files gpuready reads from its package (each line's recorded `config default`)
+from gpuready.containerd.lines import LINES
+for line in LINES.values():
+    line.defaults()
 os.setgroups([])
 os.setresgid(65534, 65534, 65534)
 os.setresuid(65534, 65534, 65534)
