@@ -11,8 +11,8 @@ seconds beside the wall time):
    (tomllib for TOML, PyYAML's C loader for YAML): target at most 1.0, for both fleets;
 2. ``containerd config dump`` per config / ``gpuready audit`` per node (the distinct fleet):
    target at least 20 (dump is timed on a sample of the configs: 10,000 dumps take minutes);
-3. ``gpuready lint FILE`` / ``python3 -c`` loading FILE with tomllib: target at most 1.5;
-4. ``gpuready check --root R`` / ``python3 -c pass``: target at most 2.5.
+3. the start-up of ``lint FILE``, ``--help``, ``check --root R`` and ``configure --dry-run``
+   beside their bare baselines, with their targets (``benchmarks/bench_startup.py``).
 
 Not a test: the numbers depend on the machine (and on what else runs on it).
 
@@ -40,7 +40,8 @@ SRC = HERE.parent / "src"
 sys.path.insert(0, str(SRC))
 sys.path.insert(0, str(HERE))
 
-import fleet_data  # noqa: E402  (after the path set-up above)
+import bench_startup  # noqa: E402  (after the path set-up above)
+import fleet_data  # noqa: E402
 
 ENV = dict(os.environ, PYTHONPATH=str(SRC))
 GPUREADY = [sys.executable, "-m", "gpuready"]
@@ -126,7 +127,7 @@ def audit_and_bare(fleet: Path, runs: int) -> Pair:
         audits.append(timed([*GPUREADY, "audit", str(fleet)]))
         bares.append(timed(bare_loop))
     return Pair(statistics.median(a for a, _ in audits), statistics.median(b for b, _ in bares),
-                statistics.median(a / b for (a, _), (b, _) in zip(audits, bares, strict=True)),
+                statistics.median(a / b for (a, _), (b, _) in zip(audits, bares)),
                 statistics.median(c for _, c in audits), statistics.median(c for _, c in bares))
 
 
@@ -171,18 +172,8 @@ def main() -> None:
         alike = audit_and_bare(fleet, args.runs)
         apart = audit_and_bare(distinct, args.runs)
         dump = dump_seconds(distinct, args.dump_sample)
-        sample = fleet / "gpu00000" / "etc" / "containerd" / "config.toml"
-        lint = median_seconds(lambda: run([*GPUREADY, "lint", str(sample)]), args.runs * 5)
-        load = median_seconds(lambda: run([sys.executable, "-c", "import tomllib,sys;"
-                                           "tomllib.load(open(sys.argv[1],'rb'))", str(sample)]),
-                              args.runs * 5)
-        root = Path(folder) / "node"
-        run([*GPUREADY, "setup", "--root", str(root)], check=True)
-        check = median_seconds(lambda: run([*GPUREADY, "check", "--root", str(root)]),
-                               args.runs * 5)
-        bare_python = median_seconds(lambda: run([sys.executable, "-c", "pass"]), args.runs * 5)
     cpus = os.cpu_count()
-    print(f"medians of {args.runs} runs ({args.runs * 5} for single commands) on {cpus} CPUs:")
+    print(f"medians of {args.runs} runs on {cpus} CPUs:")
     for name, pair in (("", alike), ("every file distinct: ", apart)):
         print(f"  {name}audit {args.nodes} nodes {pair.audit:.2f} s ({pair.audit_cpu:.1f} s "
               f"CPU), bare parse loop {pair.bare:.2f} s ({pair.bare_cpu:.1f} s CPU), per node "
@@ -190,8 +181,6 @@ def main() -> None:
     if dump is not None:
         print(f"  containerd config dump {dump * 1000:.1f} ms per config (sample of "
               f"{args.dump_sample})")
-    print(f"  lint {lint * 1000:.0f} ms, tomllib load {load * 1000:.0f} ms, "
-          f"check {check * 1000:.0f} ms, python -c pass {bare_python * 1000:.0f} ms")
     print(line("audit / bare parse loop", alike.ratio, "<= 1.0", alike.ratio <= 1.0))
     print(line("  the same, every file distinct", apart.ratio, "<= 1.0", apart.ratio <= 1.0))
     if dump is None:
@@ -200,10 +189,9 @@ def main() -> None:
         speedup = dump / (apart.audit / args.nodes)
         print(line("config dump per config / audit per node (distinct)", speedup, ">= 20",
                    speedup >= 20))
-    print(line("lint FILE / python3 -c tomllib.load(FILE)", lint / load, "<= 1.5",
-               lint / load <= 1.5))
-    print(line("check --root R / python3 -c pass", check / bare_python, "<= 2.5",
-               check / bare_python <= 2.5))
+    startup = bench_startup.run_all(args.runs * 7)
+    for measured in startup:
+        print(bench_startup.row(measured))
 
 
 if __name__ == "__main__":

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import sys
 import timeit
-import tomllib
 from pathlib import Path
 
 import tomlkit
 
+from gpuready.compat import tomllib
 from gpuready.rules import REGISTRY
 from gpuready.rules.context import FileContext, Options
 from gpuready.rules.engine import lint_file

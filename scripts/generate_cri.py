@@ -27,7 +27,7 @@ PROTO_DIR = REPO / "src" / "gpuready" / "cri" / "proto"
 GENERATED_DIR = REPO / "src" / "gpuready" / "cri" / "generated"
 
 # The grpcio-tools release the checked-in modules were generated with.
-GRPC_TOOLS_VERSION = "1.85.1"
+GRPC_TOOLS_VERSION = "1.80.0"
 
 _TOP_LEVEL_PB2_IMPORT = re.compile(r"^import (\w+_pb2) as (\w+)$", re.MULTILINE)
 

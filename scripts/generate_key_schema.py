@@ -14,9 +14,9 @@ from __future__ import annotations
 import json
 import re
 import sys
-import tomllib
 from pathlib import Path
 
+from gpuready.compat import tomllib
 from gpuready.containerd.keyschema import generate
 
 REPO = Path(__file__).resolve().parent.parent

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.layout import scan
 from gpuready.containerd.versions import CRI_PLUGIN_IDS, spec_of

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
+
+from gpuready.compat import tomllib
 
 _BARE = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -49,7 +50,7 @@ def value(item: Any, quote: str) -> str:
     """A TOML value on one line (tables inline)."""
     if isinstance(item, bool):
         return "true" if item else "false"
-    if isinstance(item, int | float):
+    if isinstance(item, (int, float)):
         return repr(item)
     if isinstance(item, str):
         return f"'{item}'" if quote == "'" and "'" not in item and "\\" not in item and \

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -124,20 +123,10 @@ def doctor_case(name: str, which: str, tmp_path: Path):
 
 
 def run_cli(argv: list[str], capsys) -> tuple[int, str, str]:
-    """Run the gpuready command line in-process; return (exit code, stdout, stderr).
-
-    Only command modules that exist in this tree are loaded, so the commands can be tested
-    before every command of the project is present.
-    """
+    """Run the gpuready command line in-process; return (exit code, stdout, stderr)."""
     from gpuready.cli import main
 
-    modules = tuple(m for m in main.COMMAND_MODULES if importlib.util.find_spec(m))
-    saved = main.COMMAND_MODULES
-    main.COMMAND_MODULES = modules
-    try:
-        code = main.run(argv)
-    finally:
-        main.COMMAND_MODULES = saved
+    code = main.run(argv)
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -10,10 +10,9 @@ runtime's binary is the stand-in that records its calls and hands over to runc.
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.cri import probe_image
 from gpuready.cri.client import CriClient
 from gpuready.cri.live import parse_live_config

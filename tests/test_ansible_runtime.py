@@ -11,11 +11,11 @@ mode, the first run, the second run, then ``state: absent`` in check mode, twice
 from __future__ import annotations
 
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from tests.ansible_support import fleet
 from tests.helpers import LAB_BASE, run_cli
 

@@ -24,7 +24,7 @@ from tests.measure import MAX_RSS_MB, MAX_SECONDS, run_measured, tree_snapshot
 
 BILLION_LAUGHS = "".join(
     f"{name}: &{name} [{', '.join([f'*{prev}'] * 9 if prev else ['lol'] * 9)}]\n"
-    for prev, name in zip([None, *"abcdefgh"], "abcdefghi", strict=True)
+    for prev, name in zip([None, *"abcdefgh"], "abcdefghi")
 )
 DEEP_YAML = "devices: " + "[" * 5000 + "]" * 5000 + "\n"
 DEEP_TOML_ARRAY = "version = 2\nx = " + "[" * 5000 + "]" * 5000 + "\n"
@@ -276,7 +276,7 @@ def test_configure_does_not_copy_values_of_the_wrong_type(tmp_path):
     result = run_cli("configure", "--config", str(config))
     assert result.code == 0, result.err
     assert "runc's runtime_type = 5 has the wrong type for containerd; not copied" in result.out
-    import tomllib
+    from gpuready.compat import tomllib
 
     runtimes = tomllib.loads(config.read_text())["plugins"]["io.containerd.grpc.v1.cri"][
         "containerd"]["runtimes"]

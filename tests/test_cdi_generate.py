@@ -42,8 +42,7 @@ def make_device(path: Path, minor: int) -> None:
 
 def fake_node(root: Path, *, hook: bool = True) -> None:
     """Two GPUs with DRI nodes, the control devices, driver 550 libraries (and a leftover 535)."""
-    for minor, (address, uuid) in enumerate(zip(("0000:3b:00.0", "0000:86:00.0"), UUIDS,
-                                                strict=True)):
+    for minor, (address, uuid) in enumerate(zip(("0000:3b:00.0", "0000:86:00.0"), UUIDS)):
         make_device(root / f"dev/nvidia{minor}", minor)
         make_device(root / f"dev/dri/card{minor + 1}", 200 + minor)
         make_device(root / f"dev/dri/renderD{128 + minor}", 300 + minor)

@@ -86,3 +86,80 @@ def test_the_read_path_loads_no_editor_no_diff_no_grpc(tmp_path) -> None:
         code, _, loaded = result.stderr.strip().splitlines()[-1].partition(" ")
         assert code in ("0", "1"), (command, result.stderr)
         assert loaded == "", (command, loaded)
+
+
+LOADED_BY = """
+import sys
+sys.path.insert(0, {src!r})
+from gpuready.cli.main import run
+try:
+    code = run({argv!r})
+except SystemExit as stop:  # --help
+    code = stop.code
+print(code, ",".join(sorted(m for m in sys.modules if m.startswith("gpuready"))), file=sys.stderr)
+"""
+
+
+def modules_loaded_by(*argv: str) -> set[str]:
+    """The gpuready modules a run of ``gpuready ARGV`` imports (in a fresh interpreter)."""
+    script = LOADED_BY.format(src=str(REPO / "src"), argv=list(argv))
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    code, _, loaded = result.stderr.strip().splitlines()[-1].partition(" ")
+    assert code in ("0", "1"), result.stderr
+    return set(loaded.split(","))
+
+
+def test_help_imports_no_command_module() -> None:
+    """``--help`` lists every command from the command table: no command's module loads."""
+    loaded = modules_loaded_by("--help")
+    assert not {m for m in loaded if m.startswith("gpuready.cli.cmd_")}
+    assert "gpuready.rules" not in loaded
+
+
+def test_a_command_imports_its_own_module_only() -> None:
+    loaded = modules_loaded_by("rules")
+    assert {m for m in loaded if m.startswith("gpuready.cli.cmd_")} == {"gpuready.cli.cmd_rules"}
+
+
+def test_linting_a_containerd_file_imports_no_other_engine_and_no_node_rule(tmp_path) -> None:
+    """lint FILE runs the file and config rules: Docker's and CRI-O's support, the node rules
+    (imports, RuntimeClass, CDI, owners, transactions) and the writers stay unloaded."""
+    config = tmp_path / "config.toml"
+    config.write_text((REPO / "tests" / "data" / "lab-base-registered.toml").read_text())
+    loaded = modules_loaded_by("lint", str(config))
+    assert {"gpuready.rules.structure", "gpuready.rules.options"} <= loaded  # the rules ran
+    for unwanted in ("gpuready.engines.docker.rules", "gpuready.engines.crio.rules",
+                     "gpuready.rules.node", "gpuready.rules.ownership",
+                     "gpuready.rules.transaction", "gpuready.workflow.transaction",
+                     "gpuready.cdi.validate", "gpuready.changeset"):
+        assert unwanted not in loaded, unwanted
+
+
+def test_linting_docker_config_imports_no_containerd_rule(tmp_path) -> None:
+    """Docker's rules live with Docker's support: linting daemon.json loads none of
+    containerd's rules and nothing of CRI-O's."""
+    daemon = tmp_path / "daemon.json"
+    daemon.write_text('{"runtimes": {"nvidia": {"path": "/usr/bin/nvidia-container-runtime"}}}\n')
+    loaded = modules_loaded_by("lint", "--engine", "docker", str(daemon))
+    assert "gpuready.engines.docker.rules" in loaded
+    containerd_rules = {"gpuready.rules.structure", "gpuready.rules.keys",
+                        "gpuready.rules.runtimes", "gpuready.rules.options",
+                        "gpuready.rules.node", "gpuready.engines.crio.rules"}
+    assert not containerd_rules & loaded
+
+
+def test_the_catalogue_names_each_rule_where_it_is_defined() -> None:
+    """The registry lists every rule without importing it; the name, scope and module it
+    gives must be the rule's own, and every rule module's rules must be listed."""
+    import importlib
+
+    from gpuready.rules.registry import CATALOGUE
+
+    listed = {name for name, _, _ in CATALOGUE}
+    assert len(listed) == len(CATALOGUE)
+    for module in {module for _, _, module in CATALOGUE}:
+        defined = {rule.name for rule in importlib.import_module(module).RULES}
+        assert defined == {name for name, _, m in CATALOGUE if m == module}, module
+    for name, scope, module in CATALOGUE:
+        rule = {r.name: r for r in importlib.import_module(module).RULES}[name]
+        assert rule.scope is scope, name

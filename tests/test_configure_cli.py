@@ -84,7 +84,7 @@ def test_cgroupfs_runc_gets_a_warning_and_inherit_follows_runc(tmp_path: Path) -
     assert "cgroup-driver-mismatch" in warned.out
     inherited = run_cli("configure", "--config", str(config), "--systemd-cgroup", "inherit")
     assert "cgroup-driver-mismatch" not in inherited.out
-    import tomllib
+    from gpuready.compat import tomllib
 
     data = tomllib.loads(config.read_text())
     runtimes = data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
@@ -108,7 +108,7 @@ def test_set_as_default_with_confirmation_changes_only_that_line(config: Path) -
 
 
 def test_enable_cdi_writes_the_versions_cri_table(tmp_path: Path) -> None:
-    import tomllib
+    from gpuready.compat import tomllib
 
     v2 = tmp_path / "v2.toml"
     shutil.copyfile(LAB_BASE, v2)
@@ -181,7 +181,7 @@ sys.exit(run(["configure", "--config", {config!r}, "--runtime-name", sys.argv[1]
 
 
 def test_concurrent_runs_do_not_lose_an_edit(config: Path) -> None:
-    import tomllib
+    from gpuready.compat import tomllib
 
     script = CONCURRENT_EDIT.format(src=str(REPO / "src"), config=str(config))
     names = [f"nvidia-{index}" for index in range(6)]

@@ -7,11 +7,11 @@ effective configuration, so a runtime that containerd would ignore is absent fro
 from __future__ import annotations
 
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from tests.helpers import DATA, require_binary, run_cli
 
 pytestmark = pytest.mark.containerd

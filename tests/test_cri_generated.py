@@ -20,7 +20,17 @@ def load_script():
 
 
 def test_generated_modules_are_current(tmp_path):
+    """Regenerating the CRI modules changes nothing. The generator (the ``generate`` extra) pins
+    protobuf below 7, so CI installs it with the oldest Python only and runs this there; an
+    environment without it says so, and one with another release of it fails under CI."""
+    from importlib import metadata
+
     script = load_script()
+    try:
+        metadata.version("grpcio-tools")
+    except metadata.PackageNotFoundError:
+        pytest.skip("grpcio-tools is not installed here (pip install -e '.[generate]'); "
+                    "CI runs this test with the oldest Python, where it is")
     reason = script.check_generator_version()
     if reason:
         if os.environ.get("CI") == "true":

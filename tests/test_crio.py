@@ -6,11 +6,11 @@ and gpuready claims no live verification of CRI-O (verify --engine crio says so)
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from tests.helpers import run_cli
 
 MAIN = """\

@@ -9,11 +9,11 @@ every version (1 to 4, containerd's own defaults where there is one).
 from __future__ import annotations
 
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from tests.helpers import CONTAINERD_DATA, DATA, run_cli
 
 CONFIGS = {

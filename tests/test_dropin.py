@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.versions import CRI_RUNTIME, spec_for
 from tests.helpers import CONTAINERD_DATA, LAB_BASE, require_binary, run_cli

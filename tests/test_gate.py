@@ -8,11 +8,11 @@ recordings in tests/test_model_lines.py).
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from tests.helpers import DATA, LAB_BASE, run_cli
 
 KATA = """version = 2

@@ -52,7 +52,7 @@ def test_every_hand_kept_entry_names_its_source():
 
 @pytest.mark.parametrize(("version", "name"), DEFAULTS, ids=[name for _, name in DEFAULTS])
 def test_each_lines_own_default_has_no_unknown_key(version, name):
-    import tomllib
+    from gpuready.compat import tomllib
 
     data = tomllib.loads((CONTAINERD_DATA / name).read_text())
     assert keyschema.unknown_keys(data, version) == []
@@ -120,7 +120,7 @@ def test_version_4_top_level_server_tables_are_reported(tmp_path):
 
 def test_the_dump_kept_the_server_plugin_defaults():
     """The fact behind moved-key, as recorded: top-level values did not reach the plugins."""
-    import tomllib
+    from gpuready.compat import tomllib
 
     dump = tomllib.loads(
         (OBSERVED / "v4-top-level-server-tables.dump-by-containerd-2.3.4.toml").read_text()

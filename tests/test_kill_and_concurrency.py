@@ -17,12 +17,12 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from tests.helpers import LAB_BASE, REPO, run_cli, stage_fixture
 from tests.measure import tree_snapshot
 

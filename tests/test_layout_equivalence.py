@@ -12,13 +12,13 @@ so the dump's runtime table is compared.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.document import load_config_text
 from gpuready.containerd.layout import scan

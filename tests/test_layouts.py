@@ -7,11 +7,11 @@ so), and a second run must be a no-op.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
 from gpuready.containerd.document import load_config_text
@@ -203,7 +203,7 @@ def test_an_inline_table_gets_the_smallest_change_and_a_note_saying_why(name: st
     assert facts.runtime(data, spec_of(data), "nvidia")["options"]["SystemdCgroup"] is True
     before, after = config.text.splitlines(), plan.after.splitlines()
     assert len(before) == len(after)
-    changed = [(old, new) for old, new in zip(before, after, strict=True) if old != new]
+    changed = [(old, new) for old, new in zip(before, after) if old != new]
     assert len(changed) == 1
     old, new = changed[0]
     # Only inserted into: the old line is the new one with one piece taken out.

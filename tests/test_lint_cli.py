@@ -245,3 +245,15 @@ def test_sarif_report_lists_the_rules_and_locates_results(tmp_path, capsys):
 def test_dry_run_without_fix_is_a_usage_error(capsys):
     code, _, err = run_cli(["lint", "--dry-run", str(REGISTERED)], capsys)
     assert code == 2 and "--dry-run goes with --fix" in err
+
+
+def test_a_file_that_imports_others_is_said_to_be_checked_alone(tmp_path, capsys):
+    """lint FILE reads FILE only: a user linting a main config must be told its imports were
+    not read; a file without imports gets no such note."""
+    main = tmp_path / "config.toml"
+    main.write_text('version = 2\nimports = ["/etc/containerd/conf.d/*.toml"]\n')
+    alone = tmp_path / "alone.toml"
+    alone.write_text("version = 2\n")
+    _, out, _ = run_cli(["lint", str(main), str(alone)], capsys)
+    notes = [line for line in out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1 and str(main) in notes[0] and "imports were not read" in notes[0]

@@ -8,13 +8,13 @@ file that still parses, and reach its fixed point in one run.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import tomlkit
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from gpuready.compat import tomllib
 from gpuready.containerd.versions import CRI_IMAGES, CRI_PLUGIN_IDS
 from gpuready.errors import GpureadyError
 from gpuready.node import Node

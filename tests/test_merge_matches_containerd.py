@@ -8,11 +8,11 @@ decides which merge applies (1.x replaces a plugin table whole; 2.x merges key b
 from __future__ import annotations
 
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.versions import spec_for
 from gpuready.rules.context import FileContext, Options

@@ -16,11 +16,11 @@ import copy
 import json
 import shutil
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.migrate import migrate_text
 from gpuready.containerd.versions import CRI_GRPC, CRI_IMAGES, CRI_RUNTIME, spec_for

@@ -9,11 +9,11 @@ recorded full-plugin ``config default`` (tests/data/containerd). Neither release
 from __future__ import annotations
 
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.containerd.keyschema import key_paths
 from gpuready.containerd.migrate import REMOVED_PLUGINS_V3, RENAMED_PLUGINS_V3, migrate_text
 from gpuready.containerd.versions import CRI_RUNTIME

@@ -9,11 +9,11 @@ ask its ``config dump`` live, on every fixture and corpus file.
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.containerd import model
 from gpuready.containerd.lines import LINES, NodeLine, line_for_release, node_line
 from gpuready.errors import UsageError

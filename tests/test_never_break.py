@@ -12,11 +12,11 @@ and not a byte changed.
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.containerd import model
 from gpuready.containerd.lines import LINES, NodeLine
 from gpuready.cri.client import CriClient

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import tomllib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.textfile import without_bom
 from tests.helpers import DATA, run_cli
 

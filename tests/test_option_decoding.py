@@ -14,11 +14,11 @@ Two sources, one per kind of line:
 from __future__ import annotations
 
 import json
-import tomllib
 from collections.abc import Mapping
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.containerd import decoding
 from gpuready.containerd.decoding import LINES_BY_NAME, Spelling, Verdict
 from gpuready.cri.client import CriClient

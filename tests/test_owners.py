@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.node import Node
 from gpuready.owners.detect import detect

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import tomllib
 
 import pytest
 
+from gpuready.compat import tomllib
 from tests.cli_runner import run_cli
 from tests.harness.replay import RELEASES, config_used
 from tests.helpers import CONTAINERD_DATA

@@ -8,12 +8,12 @@
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.document import load_config_text
 from gpuready.containerd.register import CgroupMode, RuntimeRequest, plan_registration

@@ -7,11 +7,11 @@ containerd is restarted through ``--restart-command`` (these machines do not run
 from __future__ import annotations
 
 import subprocess
-import tomllib
 from pathlib import Path
 
 import pytest
 
+from gpuready.compat import tomllib
 from gpuready.cri.client import CriClient
 from gpuready.cri.live import parse_live_config
 from tests.harness.containerd import lab_config

@@ -10,12 +10,12 @@ measured on the real 2.1.9 and 2.3.4 (an import merges key by key; tests/data/ob
 from __future__ import annotations
 
 import shutil
-import tomllib
 from pathlib import Path
 
 import pytest
 
 from gpuready.changeset import locked_all
+from gpuready.compat import tomllib
 from gpuready.containerd.configure import ConfigureRequest
 from gpuready.containerd.dropin import drop_in_target
 from gpuready.containerd.effective import load_effective

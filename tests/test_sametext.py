@@ -9,10 +9,10 @@ check that what is kept still equals a fresh parse afterwards.
 from __future__ import annotations
 
 import shutil
-import tomllib
 from pathlib import Path
 
 from gpuready import sametext
+from gpuready.compat import tomllib
 from gpuready.rules.context import Options
 from gpuready.rules.engine import doctor
 from gpuready.rules.registry import selection

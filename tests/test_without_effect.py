@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import tomllib
 from pathlib import Path
 
+from gpuready.compat import tomllib
 from tests.helpers import DATA, added_lines_only, run_cli
 
 DOCKER = DATA / "corpus" / "docker-containerd-io.toml"
@@ -48,7 +48,7 @@ def test_enable_cri_removes_only_that_entry_and_exits_0(tmp_path: Path) -> None:
     assert "removed 'cri' from disabled_plugins" in result.out
     after = path.read_text()
     assert tomllib.loads(after)["disabled_plugins"] == ["io.containerd.snapshotter.v1.btrfs"]
-    pairs = zip(original.splitlines(), after.splitlines(), strict=False)
+    pairs = zip(original.splitlines(), after.splitlines())
     changed = [new for old, new in pairs if old != new]
     assert changed == ['disabled_plugins = ["io.containerd.snapshotter.v1.btrfs"]']
     assert added_lines_only(original, after.replace(changed[0], both))

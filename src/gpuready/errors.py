@@ -7,7 +7,10 @@ message and an exit code, so no traceback reaches a user.
 from __future__ import annotations
 
 from enum import IntEnum
-from pathlib import Path
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing on every start
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class ExitCode(IntEnum):

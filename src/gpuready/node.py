@@ -74,9 +74,11 @@ class Node:
         self.root = Path(os.path.abspath(root))
         self._root = str(self.root)
         self._prefix = self._root.rstrip("/") + "/"  # what a path below the root starts with
+        self._host = self._root == "/"
         self._seen: dict[str, os.stat_result | None] | None = None  # None: not remembering
         self._targets: dict[str, str] = {}
         self._resolved: dict[str, tuple[str, bool]] = {}
+        self._contents: dict[str, bytes] = {}  # resolved path -> bytes read, inside reading()
         self._paths: dict[str, Path] = {}  # node path -> host path (no lookup: kept always)
         # resolved path -> bytes, of every file read (None: no budget, as for HOST)
         self._read: dict[str, int] | None = {} if budget else None
@@ -113,7 +115,7 @@ class Node:
             yield self
         finally:
             self._seen = None
-            self._targets, self._resolved = {}, {}
+            self._targets, self._resolved, self._contents = {}, {}, {}
 
     def path(self, node_path: PurePosixPath | str) -> Path:
         """The host path of an absolute node path (``/etc/cdi`` → ``<root>/etc/cdi``).
@@ -156,10 +158,10 @@ class Node:
 
     def contains(self, host_path: Path | str) -> bool:
         """True when ``host_path`` lies below the root (lexically, before links are followed)."""
-        return self._contains(os.path.abspath(host_path))
+        return self._contains(_absolute(host_path))
 
     def _contains(self, absolute: str) -> bool:
-        return self.is_host or absolute == self._root or absolute.startswith(self._prefix)
+        return self._host or absolute == self._root or absolute.startswith(self._prefix)
 
     def resolve(self, host_path: Path | str) -> Path:
         """The host path of the file ``host_path`` names, every link followed inside the root.
@@ -171,7 +173,7 @@ class Node:
 
     def _real(self, host_path: Path | str) -> str:
         """:meth:`resolve` as a string, for the calls gpuready makes with it."""
-        return self._resolve(os.path.abspath(host_path))[0]
+        return self._resolve(_absolute(host_path))[0]
 
     def writable(self, host_path: Path | str) -> Path:
         """The resolved path to write ``host_path`` at (links followed inside the root).
@@ -185,17 +187,55 @@ class Node:
     def _resolve(self, absolute: str, *, fresh: bool = False) -> tuple[str, bool]:
         """The resolved form of an absolute host path, and True when a part of it is missing
         (then nothing below that part exists either)."""
+        remembered = None if fresh or self._seen is None else self._resolved
+        if remembered is not None:
+            found = remembered.get(absolute)  # only paths below the root are remembered
+            if found is not None:
+                return found
         if not self._contains(absolute):
             return os.path.realpath(absolute), False
         if absolute == self._root:
             return absolute, False
-        remembered = None if fresh or self._seen is None else self._resolved
-        if remembered is not None and absolute in remembered:
-            return remembered[absolute]
-        found = self._walk(absolute[len(self._prefix):].split("/"), absolute, fresh=fresh)
-        if remembered is not None:
-            remembered[absolute] = found
+        if remembered is None:
+            return self._walk(absolute[len(self._prefix):].split("/"), absolute, fresh=fresh)
+        found = self._below_known(absolute, remembered) or self._walk(
+            absolute[len(self._prefix):].split("/"), absolute, fresh=False)
+        remembered[absolute] = found
         return found
+
+    def _below_known(self, absolute: str, remembered: dict[str, tuple[str, bool]]
+                     ) -> tuple[str, bool] | None:
+        """:meth:`_resolve` of ``absolute`` from the nearest folder above it whose resolution is
+        remembered (or the root), when no part below that folder is a link: the walk from the
+        root would take the same steps. Each folder on the way is remembered too. None when a
+        part is a link (or odd): the walk decides."""
+        names: list[str] = []
+        folder = absolute
+        while True:
+            folder, _, name = folder.rpartition("/")
+            if name in ("", ".", ".."):
+                return None
+            names.append(name)
+            if folder == self._root:
+                real, missing = folder, False
+                break
+            known = remembered.get(folder)
+            if known is not None:
+                real, missing = known
+                break
+            if not folder.startswith(self._prefix):
+                return None
+        for name in reversed(names):
+            candidate = real.rstrip("/") + "/" + name
+            if not missing:  # below a missing part nothing exists: no lookup
+                found = self._lstat(candidate)
+                if found is not None and stat.S_ISLNK(found.st_mode):
+                    return None
+                missing = found is None
+            real = candidate
+            folder = folder.rstrip("/") + "/" + name
+            remembered[folder] = (real, missing)
+        return real, missing
 
     def _walk(self, parts: list[str], shown: str, *, fresh: bool) -> tuple[str, bool]:
         # chroot semantics: an absolute link target restarts at the root, ".." stops there.
@@ -204,6 +244,9 @@ class Node:
         missing: int | None = None  # index in folders of the first part that does not exist
         pending = list(reversed(parts))
         links = 0
+        # Inside reading(), until a link is followed each folder reached is the written prefix
+        # of the path, resolved: remembered for the paths below it that are asked next.
+        remember = None if fresh or self._seen is None else self._resolved
         while pending:
             part = pending.pop()
             if part in ("", "."):
@@ -217,12 +260,16 @@ class Node:
             candidate = folders[-1].rstrip("/") + "/" + part
             if missing is not None:
                 folders.append(candidate)  # below a missing part nothing exists: no lookup
+                if remember is not None and not links:
+                    remember[candidate] = (candidate, True)
                 continue
             found = self._lstat(candidate, fresh=fresh)
             if found is None or not stat.S_ISLNK(found.st_mode):
                 folders.append(candidate)
                 if found is None:  # missing (or below a file): nothing more to follow
                     missing = len(folders) - 1
+                if remember is not None and not links:
+                    remember[candidate] = (candidate, missing is not None)
                 continue
             links += 1
             if links > MAX_LINKS:
@@ -260,17 +307,18 @@ class Node:
     def lstat(self, host_path: Path | str) -> os.stat_result | None:
         """``lstat`` of the resolved path, or None when it does not exist or cannot be looked at."""
         try:
-            real, missing = self._resolve(os.path.abspath(host_path))
+            real, missing = self._resolve(_absolute(host_path))
         except InputError:
             return None
         return None if missing else self._lstat(real)
 
     def _unfollowed(self, host_path: Path | str) -> os.stat_result | None:
         """``lstat`` of the path itself: its folder resolved, its last part not followed."""
-        absolute = os.path.abspath(host_path)
-        folder, name = os.path.split(absolute)
+        absolute = _absolute(host_path)
+        folder, _, name = absolute.rpartition("/")
         if not name:  # the file system's root itself
             return self._lstat(absolute)
+        folder = folder or "/"
         try:
             parent, missing = (self._resolve(folder) if self._contains(absolute)
                                else (folder, False))
@@ -358,8 +406,17 @@ class Node:
         A FIFO, device or socket is refused before it is opened; the descriptor is checked again
         after opening (``O_NOFOLLOW``, ``O_NONBLOCK``: a file swapped for a link or a FIFO meanwhile
         neither escapes nor blocks), and at most limit + 1 bytes are ever read.
+
+        Inside :meth:`reading` a file is read once: asked again (an owner marker, then the
+        config), it gives the bytes first read, checked against ``kind``'s limit. Those bytes are
+        within the node's budget, so what is kept is bounded by it.
         """
         real = self._real(host_path)
+        kept = self._contents.get(real) if self._seen is not None else None
+        if kept is not None:
+            _require_size(len(kept), kind, host_path)
+            self._charge(real, len(kept), kind, host_path)
+            return kept
         try:
             before = os.lstat(real)
         except FileNotFoundError:
@@ -382,6 +439,9 @@ class Node:
             os.close(fd)
         _require_size(len(data), kind, host_path)
         self._charge(real, len(data), kind, host_path)
+        if self._seen is not None and self._read is not None and (
+                kind is not FileKind.PACKAGE_DATABASE):  # within the budget: bounded
+            self._contents[real] = data
         return data
 
     def _charge(self, real: str, size: int, kind: FileKind, shown: Path | str) -> None:
@@ -410,6 +470,16 @@ class Node:
 
 
 HOST = Node("/", budget=False)  # the files a user names: each bounded by its own limit
+
+
+def _absolute(host_path: Path | str) -> str:
+    """``os.path.abspath`` of a host path, without the work for one that is already absolute and
+    normal (no empty, ``.`` or ``..`` part, no trailing ``/``): most paths asked about are."""
+    text = os.fspath(host_path)
+    if (text[:1] == "/" and "//" not in text and "/." not in text
+            and (text[-1:] != "/" or text == "/")):
+        return text
+    return os.path.abspath(text)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from enum import StrEnum
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from gpuready.compat import StrEnum
 
 
 class Severity(StrEnum):
@@ -14,8 +16,7 @@ class Severity(StrEnum):
     INFO = "info"
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """One finding about one file.
 
     ``key_path`` is the TOML key path (or the YAML/JSON field path) the problem is about;
@@ -33,7 +34,7 @@ class Problem:
 
     def to_dict(self) -> dict[str, object]:
         """A JSON-ready mapping with the severity as its plain name."""
-        data = asdict(self)
+        data = self._asdict()
         data["severity"] = self.severity.value
         return data
 
@@ -41,3 +42,17 @@ class Problem:
 def has_errors(problems: list[Problem]) -> bool:
     """True when at least one problem is error-level."""
     return any(p.severity is Severity.ERROR for p in problems)
+
+
+@dataclass
+class Report:
+    """What a run of the rules found, and which files it read."""
+
+    problems: list[Problem] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    importing: list[str] = field(default_factory=list)  # files read alone that import others
+
+    @property
+    def failed(self) -> bool:
+        """True when at least one problem is an error."""
+        return has_errors(self.problems)

@@ -134,6 +134,9 @@ def compose_all(text: str) -> list[Any]:
     """The node of every document, after :func:`check_bounds`."""
     import yaml
 
+    plain = _plainly_bounded(text)
+    if plain is not None:
+        return plain
     check_bounds(text)
     try:
         try:  # libyaml composes an order of magnitude faster, with the same nodes and marks
@@ -143,6 +146,47 @@ def compose_all(text: str) -> list[Any]:
     except RecursionError:  # only where libyaml stopped early and PyYAML read on: still refused
         raise _bound_error_type()(problem=f"YAML nested deeper than {MAX_DEPTH} levels; "
                                   "refused") from None
+
+
+def _plainly_bounded(text: str) -> list[Any] | None:
+    """libyaml's nodes of every document when they plainly keep both bounds, else None.
+
+    Plainly: libyaml composes the text, no node is reached twice (no alias), no collection nests
+    near :data:`MAX_DEPTH` and there are at most :data:`MAX_EXPANDED_NODES` nodes. Then the
+    event walk of :func:`check_bounds` finds nothing (its counts are these, for a text without
+    aliases) and composing gives these nodes: the text is parsed once instead of twice. Anything
+    else (no libyaml, an alias, a syntax error, a deep or large text) returns None, and the full
+    check decides as it always does.
+    """
+    import yaml
+
+    loader = _event_loader()
+    if loader is _loader():
+        return None  # no libyaml: the check's walk is the one parse
+    try:
+        nodes = list(yaml.compose_all(text, Loader=loader))
+    except (yaml.YAMLError, RecursionError):
+        return None
+    seen: set[int] = set()
+    count, depth, level = 0, 1, nodes
+    while level:  # one nesting level at a time
+        below: list[Any] = []
+        for node in level:
+            if isinstance(node, yaml.MappingNode):
+                for pair in node.value:
+                    below += pair
+            elif isinstance(node, yaml.SequenceNode):
+                below += node.value
+            else:
+                continue
+            if depth >= MAX_DEPTH:
+                return None
+        count += len(level)
+        seen.update(map(id, level))
+        if len(seen) != count or count > MAX_EXPANDED_NODES:
+            return None  # an alias (the check's walk counts what it expands to), or too many
+        level, depth = below, depth + 1
+    return nodes
 
 
 def safe_compose(text: str) -> Any:
@@ -160,11 +204,19 @@ def construct(node: Any) -> Any:
     """The Python data of a composed node (safe schema)."""
     if node is None:
         return None
-    loader = _loader()("")
+    # A loader that constructed a document to its end is as new (construct_document clears
+    # what it kept): kept for the next call instead of setting up another for an empty text.
     try:
-        return loader.construct_document(node)
-    finally:
-        loader.dispose()
+        loader = _spare_loaders.pop()
+    except IndexError:
+        loader = _loader()("")
+    data = loader.construct_document(node)  # an error drops the loader, half-way as it is
+    _spare_loaders.append(loader)
+    return data
+
+
+# Loaders that finished a document; at most one per caller constructing at the same time.
+_spare_loaders: list[Any] = []
 
 
 def safe_load(text: str) -> Any:

@@ -12,8 +12,7 @@ that a plain schema check would get wrong, so :func:`decode` reproduces them:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.cdi.document import RULE_INVALID, Position, child_path
 from gpuready.problems import Problem, Severity
@@ -25,31 +24,27 @@ STRING, INT64, UINT32, BOOLEAN = "string", "int64", "uint32", "boolean"
 _INT_RANGE = {INT64: (-(2**63), 2**63 - 1), UINT32: (0, 2**32 - 1)}
 
 
-@dataclass(frozen=True)
-class ListOf:
+class ListOf(NamedTuple):
     """A list whose items all have type ``item``."""
 
     item: Any
 
 
-@dataclass(frozen=True)
-class MapOf:
+class MapOf(NamedTuple):
     """A string-keyed map whose values all have type ``value``."""
 
     value: Any
 
 
-@dataclass(frozen=True)
-class Struct:
+class Struct(NamedTuple):
     """A struct with its fields; a ``pointer`` struct (or scalar) is None when absent."""
 
     name: str
-    fields: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any]
     pointer: bool = False
 
 
-@dataclass(frozen=True)
-class Pointer:
+class Pointer(NamedTuple):
     """A pointer to a scalar: None when absent, so 0 and absent differ (``uid: 0``)."""
 
     scalar: str
@@ -202,13 +197,13 @@ class Decoder:
     def _string(self, value: Any, path: str) -> str:
         if isinstance(value, str):
             return value
-        if isinstance(value, bool | int | float):
+        if isinstance(value, (bool, int, float)):
             text = _as_go_text(value)
             self.problem(RULE_UNQUOTED, Severity.WARNING, path,
                          f"{value!r} is not a string; the loader reads it as "
                          f"{text!r}", fix=f"quote it: {text!r}")
             return text
-        if isinstance(value, list | dict):
+        if isinstance(value, (list, dict)):
             self._mismatch(path, "a string", value)
             return ""
         return str(value)  # a YAML date or timestamp: its text
@@ -226,7 +221,7 @@ def _as_go_text(value: bool | int | float) -> str:
 def _describe(value: Any) -> str:
     if isinstance(value, bool):
         return "a boolean"
-    if isinstance(value, int | float):
+    if isinstance(value, (int, float)):
         return f"the number {value!r}"
     if isinstance(value, str):
         return f"the string {value!r}"

@@ -15,6 +15,7 @@ device in two files of one directory refusing that device (``cdi-device-conflict
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -27,14 +28,16 @@ from gpuready.cdi.document import (
     Position,
     SpecDocument,
     child_path,
+    first_document,
     load_spec_file,
     parse_spec_text,
 )
 from gpuready.cdi.schema import SPEC, Decoder
 from gpuready.cdi.versions import (
     EARLIEST_VERSION,
+    Requirement,
     is_known_version,
-    strongest_requirement,
+    requirements,
     version_key,
 )
 from gpuready.errors import InputError
@@ -80,16 +83,16 @@ class _Checker:
             self.error("cdiVersion", f"invalid version {declared!r}",
                        fix="use a published version such as \"0.5.0\"")
             return
-        needed = strongest_requirement(spec, as_loader=True)
+        needed = _strongest(spec, as_loader=True)
         floor = needed.version if needed else EARLIEST_VERSION
-        if version_key(floor) > version_key(declared):
+        if _version_key(floor) > _version_key(declared):
             why = f" ({needed.reason} at {needed.key_path})" if needed else ""
             self.error(needed.key_path if needed else "cdiVersion",
                        f"the spec version must be at least v{floor}{why}, "
                        f"but cdiVersion is {declared!r}", fix=f"cdiVersion: \"{floor}\"")
             return
-        text_needs = strongest_requirement(spec)
-        if text_needs and version_key(text_needs.version) > version_key(declared):
+        text_needs = _strongest(spec)
+        if text_needs and _version_key(text_needs.version) > _version_key(declared):
             # The loader's check sees only the last device's edits (see versions.requirements).
             self.warning(text_needs.key_path,
                          f"{text_needs.reason} needs cdiVersion v{text_needs.version}, but "
@@ -199,6 +202,21 @@ class _Checker:
                 char in "/:" or char.isspace() for char in value
             ):
                 self.error(f"{path}.{key}", f"invalid network interface name {value!r}")
+
+
+def _strongest(spec: dict[str, Any], *, as_loader: bool = False) -> Requirement | None:
+    """:func:`gpuready.cdi.versions.strongest_requirement`, with the spec's requirements listed
+    once (it lists them twice: for the minimum version, then for the first that asks it)."""
+    found = requirements(spec, as_loader=as_loader)
+    needed = EARLIEST_VERSION
+    for requirement in found:
+        if _version_key(requirement.version) > _version_key(needed):
+            needed = requirement.version
+    return next((r for r in found if r.version == needed), None)
+
+
+# version_key of the few versions there are (the known ones, and those requirements name).
+_version_key = functools.lru_cache(maxsize=64)(version_key)
 
 
 def _edits_empty(edits: dict[str, Any]) -> bool:
@@ -313,7 +331,11 @@ def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
     if clean is not None:
         kind, devices = clean
         return SpecFile(path, [], kind, list(devices))
-    spec, problems = _document_checked(parse_spec_text(text, path))
+    spec = None if path.suffix == ".json" else _clean_yaml_spec(text, str(path))
+    if spec is not None:
+        problems: list[Problem] = []
+    else:  # a problem to report (or a text the short way does not take): read with positions
+        spec, problems = _document_checked(parse_spec_text(text, path))
     found = SpecFile(path, problems)
     if found.accepted and spec is not None:  # decoded once: for the problems, and here
         found.kind = spec["kind"]
@@ -321,6 +343,57 @@ def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
     if not problems:
         sametext.put("cdi-spec", key, (found.kind, tuple(found.devices)), size=len(text))
     return found
+
+
+def _clean_yaml_spec(text: str, file: str) -> dict[str, Any] | None:
+    """The decoded spec of a YAML text that has not a single problem, else None.
+
+    Problems are where positions are needed: a text without any is decoded without recording
+    where each field is. None (the text has a problem, or is one this short way does not take:
+    a ``...`` end marker, more than one document, a repeated key) leaves the text to
+    :func:`parse_spec_text`, which records the positions and reports what it finds.
+    """
+    import yaml
+
+    from gpuready import yamlfile
+
+    if first_document(text)[1] is not None:
+        return None
+    try:
+        nodes = yamlfile.compose_all(text)
+        if len(nodes) != 1:
+            return None
+        data = yamlfile.construct(nodes[0])
+    except yaml.YAMLError:
+        return None
+    if _has_repeated_key(nodes[0]):  # after constructing: merge keys are flattened by then
+        return None
+    spec, problems = _checked(data, file=file, lines=None)
+    return spec if spec is not None and not problems else None
+
+
+def _has_repeated_key(root: Any) -> bool:
+    """True when a mapping below ``root`` repeats a key (the loader refuses the file)."""
+    import yaml
+
+    seen_nodes: set[int] = set()
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if id(node) in seen_nodes:
+            continue  # an alias: its node was looked at where its anchor is
+        seen_nodes.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            keys: set[str] = set()
+            for key_node, value_node in node.value:
+                key = str(key_node.value)
+                if key in keys and key != "<<":
+                    return True
+                keys.add(key)
+                pending.append(value_node)
+        elif isinstance(node, yaml.SequenceNode):
+            pending.extend(node.value)
+    return False
 
 
 def spec_files_in(directory: Path, *, node: Node = HOST) -> tuple[list[Path], list[Problem]]:

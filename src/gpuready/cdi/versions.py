@@ -6,8 +6,7 @@ exactly the version the loader will ask of it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 # Every version the loader knows. 0.1.0 and 0.2.0 are known but refused: the loader's floor is
 # 0.3.0 and it reports them as "the spec version must be at least v0.3.0", not as unknown.
@@ -17,8 +16,7 @@ EARLIEST_VERSION = "0.3.0"
 LATEST_VERSION = "1.1.0"
 
 
-@dataclass(frozen=True)
-class Requirement:
+class Requirement(NamedTuple):
     """One reason a spec needs at least ``version``: the field that asks for it, and why."""
 
     version: str

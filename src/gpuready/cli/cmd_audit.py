@@ -40,7 +40,6 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "audit",
-        help="check many nodes' fetched files in parallel and summarise",
         description=DESCRIPTION,
         epilog=EPILOG,
     )

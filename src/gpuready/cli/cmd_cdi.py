@@ -74,7 +74,7 @@ Run 'gpuready cdi ACTION --help' for each action's options.
 def register(subparsers) -> None:
     """Add ``cdi`` with its ``validate``, ``generate`` and ``list`` sub-commands."""
     parser = common.add_command(
-        subparsers, "cdi", help="validate, generate and list CDI specs (no GPU needed)",
+        subparsers, "cdi",
         description=DESCRIPTION, epilog=CDI_EPILOG)
     actions = parser.add_subparsers(dest="cdi_command", metavar="ACTION")
     parser.set_defaults(handler=lambda args: _usage(parser))

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 
 from gpuready.cli import common
 
@@ -65,14 +63,6 @@ examples:
   gpuready configure --engine crio                 # /etc/crio/crio.conf.d/99-nvidia.toml
 """
 
-SET_AS_DEFAULT_REFUSAL = """\
-refusing --set-as-default without --confirm-every-pod-uses-it.
-With default_runtime_name = "{name}" every pod on this node, GPU or not, runs through the NVIDIA
-runtime, and a problem in it (a driver upgrade, a missing library) stops them all. A RuntimeClass
-with handler "{name}" gives GPU pods the runtime and leaves every other pod on runc:
-  gpuready setup            # writes /root/toolkit/runtimeclass.yaml
-  kubectl apply -f /root/toolkit/runtimeclass.yaml
-  # then set runtimeClassName: {name} in the GPU pods' spec"""
 
 
 def register(subparsers) -> None:
@@ -80,7 +70,6 @@ def register(subparsers) -> None:
     parser = common.add_command(
         subparsers,
         "configure",
-        help="register the NVIDIA runtime in an existing containerd config",
         description=DESCRIPTION,
         epilog=EPILOG,
     )
@@ -127,7 +116,7 @@ def register(subparsers) -> None:
     )
     common.add_containerd_version(parser)
 
-    from gpuready.cli.engine_cli import add_docker_address, add_engine
+    from gpuready.cli.common import add_docker_address, add_engine
 
     add_engine(parser)
     add_docker_address(parser)
@@ -171,17 +160,19 @@ def run(args: argparse.Namespace) -> int:
     Without --drop-in and --restart the runtime goes where the node's owner reads it; with
     either, into containerd's own config (plain containerd, or --config).
     """
-    from gpuready.cli import daytwo, engine_cli
+    from gpuready.cli import daytwo
     from gpuready.errors import UsageError
 
     daytwo.check_restart_options(args)
-    engine = engine_cli.engine_name(args, config=args.config)
+    engine = common.engine_name(args, config=args.config)
     if engine != "containerd":
+        from gpuready.cli import engine_cli
+
         return engine_cli.configure(args, engine)
     if args.reload:
         raise UsageError("--reload is for --engine docker: restart containerd to load the change")
     if args.set_as_default and not args.confirm_every_pod_uses_it:
-        raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
+        raise UsageError(common.SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
     request = configure_request(args)
     if args.drop_in is not None or args.restart:
         return run_day_two(args, request)
@@ -230,7 +221,6 @@ def run_day_two(args: argparse.Namespace, request) -> int:
 def run_for_owner(args: argparse.Namespace, request) -> int:
     """The runtime where the node's owner reads it; a config edited in place gets a record of
     what gpuready added, for ``unconfigure``."""
-    from dataclasses import replace
     from pathlib import Path
 
     from gpuready.changeset import check
@@ -260,7 +250,7 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
         if guard is not None:
             plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
             added = tuple(note for note in plans[0].notes if note not in owned.notes)
-            owned = replace(owned, plan=plans[0], notes=(*owned.notes, *added))
+            owned = owned._replace(plan=plans[0], notes=(*owned.notes, *added))
         if plans and recorded:
             plans.append(plan_record(target, plans, request=request, drop_in=None))
         if args.dry_run:
@@ -285,6 +275,8 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
     }
     if args.enable_cdi:
         report["notes"].append(cdi_support_note())
+    from gpuready.cli.report import print_configure_report
+
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
     return 1 if without_effect else 0
 
@@ -332,26 +324,3 @@ def cdi_support_note() -> str:
         return (f"the installed containerd is {release[0]}.{release[1]}: it ignores enable_cdi "
                 "(CDI needs containerd 1.7 or later)")
     return f"the installed containerd ({release[0]}.{release[1]}) reads enable_cdi"
-
-
-def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
-    """Print the outcome: the summary and notes, and the diff in a dry run."""
-    if as_json:
-        print(json.dumps(report, indent=2))
-        return
-    if dry_run and report["diff"]:
-        sys.stdout.write(report["diff"])
-    if report["advice"]:
-        print(report["advice"])
-        return
-    prefix = "would " if dry_run and report["changed"] else ""
-    state = "" if report["changed"] else " (no change)"
-    print(f"{report['file']}: {prefix}{report['summary']}{state}")
-    for note in report["notes"]:
-        print(f"note: {note}")
-    if report["backup"]:
-        print(f"backup of the original: {report['backup']}")
-    for reason in report.get("without_effect", ()):
-        print(f"gpuready: error: {reason}", file=sys.stderr)
-    if report.get("record"):
-        print(f"record of what gpuready changed: kept in {report['record']}")

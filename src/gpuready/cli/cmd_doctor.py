@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpuready.cli import common
 from gpuready.cli.common import add_command, add_distribution, add_root, add_runtime_name
 
 DESCRIPTION = """\
@@ -39,7 +40,6 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "doctor",
-        help="check a whole node (config, imports, RuntimeClass, CDI)",
         description=DESCRIPTION,
         epilog=EPILOG,
     )
@@ -61,7 +61,7 @@ def register(subparsers) -> None:
         "/root/toolkit/runtimeclass.yaml under --root when present)",
     )
     add_rule_selection(parser)
-    from gpuready.cli.engine_cli import add_docker_version, add_engine
+    from gpuready.cli.common import add_docker_version, add_engine
 
     add_engine(parser)
     add_docker_version(parser)
@@ -72,7 +72,6 @@ def run(args: argparse.Namespace) -> int:
     """Check the node; return the exit code."""
     from pathlib import Path
 
-    from gpuready.cli import engine_cli
     from gpuready.cli.common import detect_owner
     from gpuready.errors import ExitCode
     from gpuready.reporting import render
@@ -80,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.rules.context import Options
     from gpuready.rules.engine import doctor
 
-    engine = engine_cli.engine_name(args, config=args.config)
+    engine = common.engine_name(args, config=args.config)
     if engine != "containerd":
+        from gpuready.cli import engine_cli
+
         return engine_cli.lint(args, engine, doctor=True)
     selected = selection(select=args.select, ignore=args.ignore)
     detection = detect_owner(args)

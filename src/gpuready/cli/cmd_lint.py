@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpuready.cli import common
 from gpuready.cli.common import (
     add_command,
     add_default_confirmation,
@@ -78,7 +79,6 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "lint",
-        help="check containerd config files",
         description=DESCRIPTION,
         epilog=EPILOG,
     )
@@ -96,7 +96,7 @@ def register(subparsers) -> None:
     )
     add_default_confirmation(parser, what="a --fix that changes how the default runtime runs")
     add_dry_run(parser)
-    from gpuready.cli.engine_cli import add_docker_version, add_engine
+    from gpuready.cli.common import add_docker_version, add_engine
 
     add_engine(parser)
     add_docker_version(parser)
@@ -107,7 +107,6 @@ def run(args: argparse.Namespace) -> int:
     """Lint (and with --fix repair) the files; return the exit code."""
     from pathlib import Path
 
-    from gpuready.cli import engine_cli
     from gpuready.errors import ExitCode, UsageError
     from gpuready.paths import CONTAINERD_CONFIG
     from gpuready.reporting import render
@@ -115,8 +114,10 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.rules.context import Options
     from gpuready.rules.engine import lint_paths
 
-    engine = engine_cli.engine_name(args, config=args.files[0] if args.files else None)
+    engine = common.engine_name(args, config=args.files[0] if args.files else None)
     if engine != "containerd":
+        from gpuready.cli import engine_cli
+
         return engine_cli.lint(args, engine, doctor=False)
     selected = selection(select=args.select, ignore=args.ignore)
     options = Options(runtime_name=args.runtime_name, root=Path(args.root))
@@ -137,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                            containerd_version=args.containerd_version)
     print(render(args.format, report.problems, files=report.files, command="lint"), end="")
     if args.files and args.format == "text":
-        _note_imports_not_read(paths, options)
+        _note_imports_not_read(report)
     return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK
 
 
@@ -155,17 +156,9 @@ def lint_node(*, options, selected, containerd_version):
                   config_only=True)
 
 
-def _note_imports_not_read(paths, options) -> None:
+def _note_imports_not_read(report) -> None:
     """Say, for a FILE that imports others, that only the file itself was checked."""
-    from gpuready.containerd.document import load_config
-    from gpuready.errors import GpureadyError
-
-    for path in paths:
-        try:
-            imports = load_config(path, node=options.node).data.get("imports")
-        except GpureadyError:
-            continue
-        if imports:
-            print(f"note: {path} was checked on its own; the files it imports were not read "
-                  "(run 'gpuready lint' without FILE, or 'gpuready doctor', for the config "
-                  "containerd builds from them)")
+    for display in report.importing:
+        print(f"note: {display} was checked on its own; the files it imports were not read "
+              "(run 'gpuready lint' without FILE, or 'gpuready doctor', for the config "
+              "containerd builds from them)")

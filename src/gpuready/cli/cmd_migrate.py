@@ -41,7 +41,6 @@ def register(subparsers) -> None:
     parser = common.add_command(
         subparsers,
         "migrate",
-        help="upgrade a containerd config and its imports to version 3 or 4, keeping comments",
         description=DESCRIPTION,
         epilog=EPILOG,
     )

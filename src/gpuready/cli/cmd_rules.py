@@ -24,7 +24,6 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "rules",
-        help="list or explain the rules",
         description=DESCRIPTION,
         epilog=EPILOG,
     )

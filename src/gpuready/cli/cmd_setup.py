@@ -52,7 +52,6 @@ def register(subparsers) -> None:
     parser = common.add_command(
         subparsers,
         "setup",
-        help="run the whole workflow: register, CDI spec, RuntimeClass, report",
         description=DESCRIPTION,
         epilog=EPILOG,
     )
@@ -190,7 +189,7 @@ def _as_json(result, *, dry_run: bool) -> dict:
             for s in result.steps
         ],
         "notes": result.notes,
-        "checks": [vars(check) for check in result.checks],
+        "checks": [check._asdict() for check in result.checks],
         "without_effect": result.without_effect,
         "changed_files": [str(plan.path) for plan in result.plans if plan.changes],
         "record": None if result.record is None else str(result.record),

@@ -35,7 +35,6 @@ def register(subparsers) -> None:
     parser = common.add_command(
         subparsers,
         "show-config",
-        help="print the effective containerd config (main file and imports merged)",
         description=DESCRIPTION,
         epilog=EPILOG,
     )

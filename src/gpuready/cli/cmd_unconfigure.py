@@ -45,11 +45,10 @@ def register(subparsers) -> None:
     parser = common.add_command(
         subparsers,
         "unconfigure",
-        help="remove exactly what gpuready configure or setup added",
         description=DESCRIPTION,
         epilog=EPILOG,
     )
-    from gpuready.cli.engine_cli import add_docker_address, add_engine
+    from gpuready.cli.common import add_docker_address, add_engine
 
     common.add_root_and_config(parser)
     common.add_runtime_name(parser)
@@ -70,14 +69,16 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan under the files' locks, then show or apply."""
     from gpuready.changeset import check, locked_all
-    from gpuready.cli import daytwo, engine_cli
+    from gpuready.cli import daytwo
     from gpuready.containerd.record import load_record
     from gpuready.errors import UsageError
     from gpuready.workflow.daytwo import plan_unconfigure_node, write
 
     daytwo.check_restart_options(args)
-    engine = engine_cli.engine_name(args, config=args.config)
+    engine = common.engine_name(args, config=args.config)
     if engine != "containerd":
+        from gpuready.cli import engine_cli
+
         return engine_cli.unconfigure(args, engine)
     if args.reload:
         raise UsageError("--reload is for --engine docker: use --restart for containerd")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpuready.cli import common
 from gpuready.cli.common import (
     add_command,
     add_containerd_version,
@@ -43,7 +44,6 @@ def register(subparsers) -> None:
     parser = add_command(
         subparsers,
         "verify",
-        help="prove that the running containerd serves the GPU runtime handler",
         description=DESCRIPTION,
         epilog=EPILOG,
     )
@@ -109,7 +109,7 @@ def register(subparsers) -> None:
         help="for the probe sandbox to become ready (default: 60)",
     )
     add_format(parser)
-    from gpuready.cli.engine_cli import add_docker_address, add_engine
+    from gpuready.cli.common import add_docker_address, add_engine
 
     add_engine(parser)
     add_docker_address(parser)
@@ -152,12 +152,13 @@ def run(args: argparse.Namespace) -> int:
     """Verify against the running containerd and print the report."""
     import json
 
-    from gpuready.cli import engine_cli
     from gpuready.cri.verify import verify_live
     from gpuready.errors import ExitCode
 
-    engine = engine_cli.engine_name(args, config=args.config)
+    engine = common.engine_name(args, config=args.config)
     if engine != "containerd":
+        from gpuready.cli import engine_cli
+
         return engine_cli.verify(args, engine)
     report = verify_live(options_from(args))
     if args.format == "json":

@@ -7,10 +7,28 @@ import argparse
 from gpuready.paths import NVIDIA_RUNTIME_BINARY
 
 FORMATTER = argparse.RawDescriptionHelpFormatter
+ENGINES = ("containerd", "docker", "crio")
+DOCKER_ADDRESS = "unix:///var/run/docker.sock"
+
+SET_AS_DEFAULT_REFUSAL = """\
+refusing --set-as-default without --confirm-every-pod-uses-it.
+With default_runtime_name = "{name}" every pod on this node, GPU or not, runs through the NVIDIA
+runtime, and a problem in it (a driver upgrade, a missing library) stops them all. A RuntimeClass
+with handler "{name}" gives GPU pods the runtime and leaves every other pod on runc:
+  gpuready setup            # writes /root/toolkit/runtimeclass.yaml
+  kubectl apply -f /root/toolkit/runtimeclass.yaml
+  # then set runtimeClassName: {name} in the GPU pods' spec"""
 
 
-def add_command(subparsers, name: str, *, help: str, description: str, epilog: str = ""):
-    """Add one sub-command with the project's help formatting."""
+def add_command(
+    subparsers, name: str, *, description: str, epilog: str = "", help: str | None = None
+):
+    """Add one sub-command with the project's help formatting; a top-level command's one-line
+    help is its summary in :mod:`gpuready.cli.commands`."""
+    if help is None:
+        from gpuready.cli.commands import BY_NAME
+
+        help = BY_NAME[name].summary
     return subparsers.add_parser(
         name, help=help, description=description, epilog=epilog, formatter_class=FORMATTER
     )
@@ -153,6 +171,11 @@ def add_containerd_version(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# The values --restart's options take when none is given (valid: a transaction runs with them).
+RESTART_DEFAULTS = {"address": "unix:///run/containerd/containerd.sock", "restart_command": None,
+                    "restart_timeout": 60.0, "probe": False}
+
+
 def add_restart(parser: argparse.ArgumentParser) -> None:
     """``--restart`` and its options: apply the change as one transaction with containerd."""
     group = parser.add_argument_group(
@@ -166,7 +189,7 @@ def add_restart(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--address",
-        default="unix:///run/containerd/containerd.sock",
+        default=RESTART_DEFAULTS["address"],
         metavar="ADDRESS",
         help="containerd's CRI socket (default: unix:///run/containerd/containerd.sock)",
     )
@@ -178,7 +201,7 @@ def add_restart(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--restart-timeout",
         type=float,
-        default=60.0,
+        default=RESTART_DEFAULTS["restart_timeout"],
         metavar="SECONDS",
         help="for the restart command and for the CRI to answer again (default: 60)",
     )
@@ -209,3 +232,47 @@ def detect_owner(args: argparse.Namespace):
     from gpuready.owners.detect import detect
 
     return detect(Node(args.root), distribution=args.distribution)
+
+
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    """``--engine``: which container engine's config to work on."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default=None,
+        help="containerd, docker or crio (default: detected from the node under --root: "
+        "containerd when it is there or nothing is found)",
+    )
+
+
+def add_docker_address(parser: argparse.ArgumentParser) -> None:
+    """``--docker-address``: dockerd's API socket, for --reload and verify."""
+    parser.add_argument(
+        "--docker-address",
+        default=DOCKER_ADDRESS,
+        metavar="ADDRESS",
+        help=f"dockerd's API socket for --engine docker (default: {DOCKER_ADDRESS})",
+    )
+
+
+def add_docker_version(parser: argparse.ArgumentParser) -> None:
+    """``--docker-version``: the Docker release whose keys apply."""
+    parser.add_argument(
+        "--docker-version",
+        metavar="X.Y",
+        help="with --engine docker: the Docker release whose keys apply (default: the installed "
+        "dockerd's, when --root is /)",
+    )
+
+
+def engine_name(args: argparse.Namespace, *, config: str | None = None) -> str:
+    """The engine asked for, else guessed from an explicit config file, else detected."""
+    if getattr(args, "engine", None):
+        return args.engine
+    if config:
+        return "docker" if config.endswith(".json") else "containerd"
+    from pathlib import Path
+
+    from gpuready.engines import detect
+
+    return detect(Path(args.root)).name

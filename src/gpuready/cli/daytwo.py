@@ -143,14 +143,21 @@ def restart_options(args: argparse.Namespace, *, expect_runtime: str | None = No
     )
 
 
+def _restart_defaults(args: argparse.Namespace) -> bool:
+    """True when no restart option was given a value of its own."""
+    from gpuready.cli.common import RESTART_DEFAULTS
+
+    return all(getattr(args, name) == value for name, value in RESTART_DEFAULTS.items())
+
+
 def check_restart_options(args: argparse.Namespace) -> None:
     """Refuse restart options no transaction can run with (``--restart-timeout nan``), before
     anything is written: a bad input, exit 2."""
+    if not hasattr(args, "restart_timeout") or _restart_defaults(args):
+        return  # the defaults can drive a transaction: nothing to load the transaction for
     from gpuready.errors import UsageError
     from gpuready.workflow.transaction import options_problem
 
-    if not hasattr(args, "restart_timeout"):
-        return
     problem = options_problem(restart_options(args))
     if problem is not None:
         raise UsageError(f"{problem}; nothing written")
@@ -166,12 +173,13 @@ def finish_pending(args: argparse.Namespace, config=None) -> None:
 
     from gpuready.node import Node
     from gpuready.workflow import journal
-    from gpuready.workflow.transaction import finish_pending as finish
 
     config = config or config_path(args)
     out = sys.stderr if getattr(args, "format", "text") == "json" else sys.stdout
     if not journal.pending(Node(args.root), config):
         return
+    from gpuready.workflow.transaction import finish_pending as finish
+
     if getattr(args, "dry_run", False):
         print(f"note: a --restart transaction on this node was killed before its verdict "
               f"(journal {journal.journal_path(config)}); a run without --dry-run finishes it "

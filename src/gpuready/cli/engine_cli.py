@@ -7,46 +7,11 @@ import argparse
 import json
 from pathlib import Path
 
-ENGINES = ("containerd", "docker", "crio")
-DOCKER_ADDRESS = "unix:///var/run/docker.sock"
-
 DOCKER_DEFAULT_REFUSAL = """\
 refusing --set-as-default without --confirm-every-pod-uses-it.
 With "default-runtime": "{name}" every container on this machine, GPU or not, runs through the
 NVIDIA runtime, and a problem in it (a driver upgrade, a missing library) stops them all. GPU
 containers opt in instead: docker run --runtime {name} ... (or --gpus with the toolkit's hook)."""
-
-
-def add_engine(parser: argparse.ArgumentParser) -> None:
-    """``--engine``: which container engine's config to work on."""
-    parser.add_argument(
-        "--engine",
-        choices=ENGINES,
-        default=None,
-        help="containerd, docker or crio (default: detected from the node under --root: "
-        "containerd when it is there or nothing is found)",
-    )
-
-
-def add_docker_address(parser: argparse.ArgumentParser) -> None:
-    """``--docker-address``: dockerd's API socket, for --reload and verify."""
-    parser.add_argument(
-        "--docker-address",
-        default=DOCKER_ADDRESS,
-        metavar="ADDRESS",
-        help=f"dockerd's API socket for --engine docker (default: {DOCKER_ADDRESS})",
-    )
-
-
-def engine_name(args: argparse.Namespace, *, config: str | None = None) -> str:
-    """The engine asked for, else guessed from an explicit config file, else detected."""
-    if getattr(args, "engine", None):
-        return args.engine
-    if config:
-        return "docker" if config.endswith(".json") else "containerd"
-    from gpuready.engines import detect
-
-    return detect(Path(args.root)).name
 
 
 # -- configure / unconfigure -------------------------------------------------------------------
@@ -62,7 +27,7 @@ def configure(args: argparse.Namespace, name: str) -> int:
     if args.set_as_default and not args.confirm_every_pod_uses_it:
         if name == "docker":
             raise UsageError(DOCKER_DEFAULT_REFUSAL.format(name=args.runtime_name))
-        from gpuready.cli.cmd_configure import SET_AS_DEFAULT_REFUSAL
+        from gpuready.cli.common import SET_AS_DEFAULT_REFUSAL
 
         raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
     engine = get(name)
@@ -126,7 +91,7 @@ def _apply(args, engine, planner, notes: list[str], *, intent) -> int:
     }
     if getattr(args, "reload", False) and not args.dry_run:
         report["reload"] = _reload(args, engine, path, node)
-    from gpuready.cli.cmd_configure import print_configure_report
+    from gpuready.cli.report import print_configure_report
 
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
     if report.get("reload") and args.format != "json":
@@ -224,16 +189,6 @@ def _lint_docker(args, explicit, options, selected):
         release = installed_release()
     paths = explicit or [options.node.path(DAEMON_JSON)]
     return lint_daemon_json(paths, options=options, selected=selected, release=release)
-
-
-def add_docker_version(parser: argparse.ArgumentParser) -> None:
-    """``--docker-version``: the Docker release whose keys apply."""
-    parser.add_argument(
-        "--docker-version",
-        metavar="X.Y",
-        help="with --engine docker: the Docker release whose keys apply (default: the installed "
-        "dockerd's, when --root is /)",
-    )
 
 
 # -- verify -------------------------------------------------------------------------------------

@@ -4,31 +4,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import sys
 from collections.abc import Sequence
 
 from gpuready import __version__
+from gpuready.cli.commands import BY_NAME, COMMANDS
 from gpuready.errors import ExitCode, GpureadyError
 
 SIGPIPE_EXIT = 141  # the shell's status for a process ended by SIGPIPE
-
-# The command modules, in the order ``--help`` lists them.
-COMMAND_MODULES = (
-    "gpuready.cli.cmd_setup",
-    "gpuready.cli.cmd_configure",
-    "gpuready.cli.cmd_unconfigure",
-    "gpuready.cli.cmd_show_config",
-    "gpuready.cli.cmd_migrate",
-    "gpuready.cli.cmd_check",
-    "gpuready.cli.cmd_lint",
-    "gpuready.cli.cmd_doctor",
-    "gpuready.cli.cmd_audit",
-    "gpuready.cli.cmd_rules",
-    "gpuready.cli.cmd_cdi",
-    "gpuready.cli.cmd_verify",
-)
+EVERY_COMMAND = "*"  # build_parser(only=...): every command in full
 
 DESCRIPTION = """\
 Register the NVIDIA container runtime with containerd, write the CDI spec and the Kubernetes
@@ -49,8 +34,11 @@ Run 'gpuready COMMAND --help' for the options of one command.
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top-level parser with one sub-command per command module."""
+def build_parser(only: str | None = EVERY_COMMAND) -> argparse.ArgumentParser:
+    """The top-level parser: command ``only`` in full (every command with ``EVERY_COMMAND``,
+    the default), the others as their name and summary, which is all ``--help`` and argparse's
+    "invalid choice" message need. Only the modules of the commands built in full are imported.
+    """
     parser = argparse.ArgumentParser(
         prog="gpuready",
         description=DESCRIPTION,
@@ -59,14 +47,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpuready {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(subparsers)
+    for command in COMMANDS:
+        if only in (EVERY_COMMAND, command.name):
+            importlib.import_module(command.module).register(subparsers)
+        else:
+            subparsers.add_parser(command.name, help=command.summary)
     return parser
+
+
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` runs: its first word, when that names a command (gpuready's own
+    options, --help and --version, take no value, so a command is always the first word)."""
+    return argv[0] if argv and argv[0] in BY_NAME else None
 
 
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the chosen command, and return its exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=chosen_command(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "handler", None):
         parser.print_help()
@@ -76,6 +74,8 @@ def run(argv: Sequence[str] | None = None) -> int:
     except GpureadyError as error:
         print(f"gpuready: error: {error.message()}", file=sys.stderr)
         if getattr(args, "format", None) == "json":  # scripts still get a document to read
+            import json
+
             print(json.dumps({"status": "error", "exit_code": int(error.exit_code),
                               "error": error.message()}, indent=2))
         return int(error.exit_code)

@@ -6,9 +6,9 @@ import functools
 import shutil
 import subprocess
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
+from gpuready import data
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
 from gpuready.paths import FIXTURE_BASE
@@ -87,7 +87,7 @@ def containerd_config_default() -> str | None:
 
 def shipped_base() -> str:
     """The version 2 base config shipped inside the package."""
-    return resources.files("gpuready.data").joinpath("base-config.toml").read_text("utf-8")
+    return data.read_text("base-config.toml")
 
 
 def _first_line(raw: bytes) -> str:

@@ -8,8 +8,7 @@ safe write applies it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.containerd import facts
 from gpuready.containerd.document import ConfigFile, load_config_text
@@ -24,8 +23,7 @@ from gpuready.textfile import restyle, without_bom
 CDI_SPEC_DIRS = [str(directory) for directory in CDI_DIRS]
 
 
-@dataclass(frozen=True)
-class ConfigureRequest:
+class ConfigureRequest(NamedTuple):
     """What ``configure`` should make true of the config."""
 
     runtime: RuntimeRequest

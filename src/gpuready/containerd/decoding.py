@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
+from gpuready.compat import StrEnum
 from gpuready.containerd.runc_options import known_options, normalized
 
 
@@ -160,10 +160,13 @@ class FieldReading:
 def spellings_of(options: Mapping[str, Any], field_name: str) -> dict[str, Spelling]:
     """Every key of ``options`` that spells ``field_name``, with how, in file order."""
     found = {}
+    lowered = field_name.lower()
     for key in options:
-        how = spelling(key, field_name)
-        if how is not None:
-            found[key] = how
+        # only these can spell it (see spelling); the rest are passed over without a call
+        if key == field_name or "_" in key or "-" in key or key.lower() == lowered:
+            how = spelling(key, field_name)
+            if how is not None:
+                found[key] = how
     return found
 
 

@@ -7,11 +7,10 @@ Two parsers, each for its job: ``tomllib`` (the standard library) for verifying 
 from __future__ import annotations
 
 import re
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from gpuready.compat import tomllib
 from gpuready.containerd.hints import hint_for
 from gpuready.errors import InputError
 from gpuready.node import HOST, FileKind, Node
@@ -21,8 +20,7 @@ _POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _END_OF_DOCUMENT = re.compile(r"\s*\(at end of document\)\s*$")
 
 
-@dataclass(frozen=True)
-class ConfigFile:
+class ConfigFile(NamedTuple):
     """A config file as read: its path, its exact text, and the ``tomllib`` parse of it."""
 
     path: Path

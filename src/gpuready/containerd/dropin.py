@@ -17,8 +17,8 @@ the main file's: containerd 2.3 refuses a drop-in whose version is higher.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import NamedTuple
 
 from gpuready.containerd import facts
 from gpuready.containerd.configure import (
@@ -41,8 +41,7 @@ MARKER = "# Written by gpuready"
 _GLOB_CHARS = ("*", "?", "[")
 
 
-@dataclass(frozen=True)
-class DropIn:
+class DropIn(NamedTuple):
     """Where the drop-in goes: its host path, and the ``imports`` entry that names it."""
 
     path: Path
@@ -103,7 +102,7 @@ def plan_drop_in(
     shown_main = Node(root).node_path(main.path)  # the comment must hold on the node
     base = load_config_text(drop_in_base(effective, shown_main, major=major), target.path)
     # disabled_plugins is the main file's: --enable-cri edits it there, never in the drop-in
-    planned = plan_configure(base, replace(request, enable_cri=False), context=effective.data)
+    planned = plan_configure(base, request._replace(enable_cri=False), context=effective.data)
     text = planned.after.rstrip("\n") + "\n"  # the table's trailing blank line: none at the end
     name = request.runtime.name
     if existing == text:

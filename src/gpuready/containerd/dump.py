@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import subprocess
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from gpuready.compat import tomllib
 from gpuready.errors import GpureadyError
 
 DUMP_TIMEOUT_S = 60.0

@@ -25,11 +25,10 @@ from __future__ import annotations
 import copy
 import math
 import re
-import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
+from gpuready.compat import tomllib
 from gpuready.containerd.layout import Entry, Header, Layout, array_items, scan
 from gpuready.containerd.versions import KeyPath, render_key_path
 
@@ -41,16 +40,14 @@ class UneditableTableError(ValueError):
     """A key on the way to the place to edit holds a value that is not a table."""
 
 
-@dataclass(frozen=True)
-class Edit:
+class Edit(NamedTuple):
     """The edited text, and a note when an existing line had to change (not only added to)."""
 
     text: str
     note: str = ""
 
 
-@dataclass(frozen=True)
-class Style:
+class Style(NamedTuple):
     """How new lines look: indentation of a table and of its sub-tables, quotes, sub-table form.
 
     ``options`` says how a sub-table (a runtime's ``options``) is written: ``header``,

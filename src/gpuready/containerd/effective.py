@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.containerd import facts
 from gpuready.containerd.versions import ConfigVersion, spec_of
@@ -113,8 +113,7 @@ def staged(
         yield stage
 
 
-@dataclass(frozen=True)
-class Stage:
+class Stage(NamedTuple):
     """A temporary folder holding copies of node files at their host paths."""
 
     folder: Path

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.containerd.lines import NodeLine
 from gpuready.containerd.model import Loaded, build, load_node, without_zero_values
@@ -41,8 +41,7 @@ class RefusedError(GpureadyError):
     """The gate refused the change; nothing was written."""
 
 
-@dataclass(frozen=True)
-class Intent:
+class Intent(NamedTuple):
     """What a change means to do to containerd's runtimes.
 
     ``adds``: the runtime that must be loaded afterwards (configure, setup); ``removes``: the
@@ -74,8 +73,7 @@ class Verdict:
         return not self.refusals
 
 
-@dataclass(frozen=True)
-class Guard:
+class Guard(NamedTuple):
     """The check one change to a node's containerd files must pass before it is written.
 
     ``main`` is the config containerd is started with (a host path), ``root`` the node's root.
@@ -259,8 +257,7 @@ def _disagreement(model: Loaded, dumped: Loaded) -> list[str]:
             f"{', '.join(ours) or 'none'}: the dump decides"]
 
 
-@dataclass(frozen=True)
-class EngineGuard:
+class EngineGuard(NamedTuple):
     """The same gate for Docker's ``daemon.json`` and CRI-O's drop-in, judged on the engine's
     own reading of its files (``engine.runtimes`` and ``engine.default_runtime``, which merge
     what the engine merges): no runtime lost, the default runtime kept as it runs, unless

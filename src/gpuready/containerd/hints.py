@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _KEY = r"""(?P<key>[A-Za-z0-9_.\-"' ]+?)"""
 
 
-@dataclass(frozen=True)
-class Hint:
+class Hint(NamedTuple):
     """A mistake recognised on one line, and the advice that goes with it."""
 
     name: str

@@ -25,10 +25,9 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
+from gpuready import data as shipped
 from gpuready.containerd.lines import LINES as LINE_TABLE
 from gpuready.containerd.versions import CRI_PLUGIN_IDS, KeyPath
 
@@ -58,7 +57,7 @@ OPEN_TABLES = (
 def _matches(path: KeyPath, pattern: KeyPath) -> bool:
     if len(path) != len(pattern):
         return False
-    return all(p in (ANY, k) for k, p in zip(path, pattern, strict=True))
+    return all(p in (ANY, k) for k, p in zip(path, pattern))
 
 
 def generalize(path: KeyPath) -> KeyPath:
@@ -94,8 +93,7 @@ def generate(sources: Iterable[tuple[str, Mapping[str, Any], bool]]) -> dict[str
     return {line: sorted(list(p) for p in paths) for line, paths in sorted(found.items())}
 
 
-@dataclass(frozen=True)
-class Note:
+class Note(NamedTuple):
     """A key a line reads elsewhere (``moved``) or not at all (``removed``), and the source."""
 
     path: KeyPath
@@ -103,8 +101,7 @@ class Note:
     source: str
 
 
-@dataclass(frozen=True)
-class Schema:
+class Schema(NamedTuple):
     """The keys one line reads (a trie of generalized paths), and its moved/removed keys."""
 
     line: str
@@ -150,7 +147,7 @@ def _trie(paths: Iterable[Iterable[str]]) -> dict[str, Any]:
 @functools.cache
 def raw() -> dict[str, Any]:
     """The schema file as stored."""
-    text = resources.files("gpuready.data").joinpath("key-schema.json").read_text()
+    text = shipped.read_text("key-schema.json")
     return json.loads(text)
 
 
@@ -182,8 +179,7 @@ def schema_for(version: int) -> Schema | None:
     return Schema("+".join(lines), _trie(paths), notes)
 
 
-@dataclass(frozen=True)
-class UnknownKey:
+class UnknownKey(NamedTuple):
     """A key path the line does not read: why (a note) or what was probably meant."""
 
     path: KeyPath

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from gpuready.containerd.versions import KeyPath
 
@@ -21,8 +22,7 @@ _BARE = re.compile(r"[A-Za-z0-9_-]+")
 _BLANK = " \t"
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):
     """A ``[table]`` or ``[[array]]`` header: its path, the span of its line, its look."""
 
     path: KeyPath
@@ -33,8 +33,7 @@ class Header:
     array: bool
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """A ``key = value`` statement (or a key inside an inline table).
 
     ``table`` is the path of the table whose body holds it (for a key inside an inline table,
@@ -63,8 +62,7 @@ class Entry:
 
 
 
-@dataclass(frozen=True)
-class InlineTable:
+class InlineTable(NamedTuple):
     """An inline table ``{ … }``: its path and the offsets of its braces."""
 
     path: KeyPath
@@ -328,6 +326,6 @@ def _multiline_end(text: str, start: int) -> int:
 def _decode_basic(quoted: str) -> str:
     if "\\" not in quoted:
         return quoted[1:-1]
-    import tomllib  # escapes in keys are rare; let the real parser decode them
+    from gpuready.compat import tomllib  # escapes in keys are rare; let the real parser decode them
 
     return tomllib.loads(f"k = {quoted}")["k"]

@@ -73,6 +73,11 @@ class Line:
 
         return copy.deepcopy(_defaults(self.recorded))
 
+    def shared_defaults(self) -> dict[str, Any]:
+        """:meth:`defaults` parsed once per process and shared by every caller: read it, never
+        change it (:func:`gpuready.containerd.model.decode_over_defaults` builds on it)."""
+        return _defaults(self.recorded)
+
     def __str__(self) -> str:
         return f"containerd {self.name}"
 
@@ -101,7 +106,7 @@ def recorded_default_text(recorded: str) -> str:
 
 @functools.cache
 def _defaults(recorded: str) -> dict[str, Any]:
-    import tomllib
+    from gpuready.compat import tomllib
 
     return tomllib.loads(recorded_default_text(recorded))
 

@@ -17,12 +17,12 @@ to v2.3.4), checked against the recorded ``config migrate`` output of 2.1.9 (to 
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.edit import set_value
 from gpuready.containerd.layout import Header, scan
@@ -155,7 +155,7 @@ class Moved:
     unless_empty: bool = False
 
 
-Target = Moved | Drop
+Target = Union[Moved, Drop]
 
 
 def to_v2(path: KeyPath) -> Target:

@@ -59,6 +59,10 @@ class Loaded:
     start because an import names no file, which may be one made at boot; ``unread``: a file is of a
     version the line does not read, and is left mostly unread (the reason). ``runtimes`` and
     ``default_runtime`` are those of the CRI table the line reads, loaded or not.
+
+    ``data`` is read, never changed: the tables no file changes are the line's recorded defaults
+    themselves, and the values the files set are those of the files' parsed data
+    (:func:`decode_over_defaults`).
     """
 
     line: NodeLine
@@ -119,8 +123,11 @@ def build(files: list[tuple[Path, Mapping[str, Any]]], line: NodeLine) -> Loaded
     """What ``line`` loads from ``files`` (main first, then imports in load order), parsed."""
     from gpuready.rules.imports import merge
 
-    contexts = [_Parsed(path, data) for path, data in files]
-    merged, _ = merge(contexts, major=line.major)  # type: ignore[arg-type]
+    if len(files) == 1:
+        merged: Mapping[str, Any] = files[0][1]  # nothing to merge; only read from here on
+    else:
+        contexts = [_Parsed(path, data) for path, data in files]
+        merged, _ = merge(contexts, major=line.major)  # type: ignore[arg-type]
     loaded = Loaded(line, {}, files=[path for path, _ in files])
     version = _version(files[0][1])
     for path, data in files:
@@ -186,7 +193,7 @@ class _Parsed:
 def file_version(text: str | None) -> int:
     """The ``version`` of a config text (1 when it has none, or is no TOML yet: its own error
     comes where it is read)."""
-    import tomllib
+    from gpuready.compat import tomllib
 
     try:
         return _version(tomllib.loads(text)) if text else 1
@@ -260,36 +267,61 @@ def migrate_data(data: Mapping[str, Any], mapper) -> tuple[dict[str, Any], list[
 
 
 def decode_over_defaults(data: Mapping[str, Any], line: NodeLine) -> dict[str, Any]:
-    """``data`` decoded over the line's ``config default``, as the line decodes a file."""
-    result = line.line.defaults()
+    """``data`` decoded over the line's ``config default``, as the line decodes a file.
+
+    The result is new along every path ``data`` writes to; the tables it leaves alone are the
+    line's shared recorded defaults and the values it sets are those of ``data``: read the
+    result, never change it.
+    """
+    result = dict(line.line.shared_defaults())
     for key, value in data.items():
         if key == "version":
             continue
         if key == "plugins" and isinstance(value, Mapping):
-            plugins = result.setdefault("plugins", {})
+            plugins = result["plugins"] = dict(result.get("plugins", {}))
             for plugin, table in value.items():
                 earlier = plugins.get(plugin)
                 if isinstance(earlier, dict) and isinstance(table, Mapping):
-                    maps = MAPS_1X if line.line.maps_replace_defaults and plugin == CRI_GRPC \
-                        else frozenset()
-                    _decode(earlier, table, maps=maps, at=())
+                    if line.line.maps_replace_defaults and plugin == CRI_GRPC:
+                        plugins[plugin] = _decoded_with_maps(earlier, table, MAPS_1X, ())
+                    else:
+                        plugins[plugin] = _decoded(earlier, table)
                 else:
-                    plugins[plugin] = copy.deepcopy(table)
+                    plugins[plugin] = table
         elif isinstance(value, Mapping) and isinstance(result.get(key), dict):
-            _decode(result[key], value, maps=frozenset(), at=())
+            result[key] = _decoded(result[key], value)
         else:
-            result[key] = copy.deepcopy(value)
+            result[key] = value
     return result
 
 
-def _decode(target: dict[str, Any], source: Mapping[str, Any], *, maps: frozenset[KeyPath],
-            at: KeyPath) -> None:
+def _decoded(target: dict[str, Any], source: Mapping[str, Any]) -> dict[str, Any]:
+    """``target`` with ``source`` decoded over it (struct fields and maps merge key by key), as
+    a new table; ``target`` is left as it is."""
+    result = dict(target)
+    for key, value in source.items():
+        earlier = result.get(key)
+        if isinstance(earlier, dict) and (type(value) is dict or isinstance(value, Mapping)):
+            result[key] = _decoded(earlier, value)
+        else:
+            result[key] = value
+    return result
+
+
+def _decoded_with_maps(target: dict[str, Any], source: Mapping[str, Any],
+                       maps: frozenset[KeyPath], at: KeyPath) -> dict[str, Any]:
+    """:func:`_decoded` where a map at one of the ``maps`` paths (below ``at``) replaces the
+    default map whole instead of merging into it."""
+    result = dict(target)
     for key, value in source.items():
         path = (*at, key)
-        if path not in maps and isinstance(value, Mapping) and isinstance(target.get(key), dict):
-            _decode(target[key], value, maps=maps, at=path)
+        earlier = result.get(key)
+        if isinstance(earlier, dict) and (type(value) is dict or isinstance(value, Mapping)) \
+                and path not in maps:
+            result[key] = _decoded_with_maps(earlier, value, maps, path)
         else:
-            target[key] = copy.deepcopy(value)
+            result[key] = value
+    return result
 
 
 def _cri_error(loaded: Loaded) -> str | None:

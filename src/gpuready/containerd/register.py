@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
+from gpuready.compat import StrEnum
 from gpuready.containerd import default_runtime, facts
 from gpuready.containerd.document import ConfigFile, load_config_text
 from gpuready.containerd.edit import Edit, UneditableTableError, add_table, set_value
@@ -42,8 +41,7 @@ class CgroupMode(StrEnum):
     INHERIT = "inherit"
 
 
-@dataclass(frozen=True)
-class RuntimeRequest:
+class RuntimeRequest(NamedTuple):
     """The runtime to register: its name, executable and cgroup driver.
 
     ``default_confirmed``: the operator confirmed that changing how the default runtime runs

@@ -8,16 +8,15 @@ imported file whole, 2.x merges it key by key; 2.x matches runc option keys case
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gpuready.containerd.lines import NodeLine, node_line
 from gpuready.containerd.lines import from_config_version as _line_of_version
 from gpuready.containerd.versions import max_version_for
 
 
-@dataclass(frozen=True)
-class Semantics:
+class Semantics(NamedTuple):
     """The containerd release line whose rules apply, and where that knowledge came from.
 
     ``release`` is ``(major, minor)`` when a real release is known; only then is the highest

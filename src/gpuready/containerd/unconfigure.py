@@ -18,11 +18,11 @@ guesses what it added.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.document import load_config_text
 from gpuready.containerd.edit import UneditableTableError, set_value

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gpuready.errors import UnsupportedVersionError
 
@@ -30,8 +30,7 @@ CRI_IMAGES = "io.containerd.cri.v1.images"
 CRI_PLUGIN_IDS = frozenset({CRI_V1, CRI_GRPC, CRI_RUNTIME, "io.containerd.cri.v1", "cri"})
 
 
-@dataclass(frozen=True)
-class ConfigVersion:
+class ConfigVersion(NamedTuple):
     """Where one config version keeps the settings gpuready reads and writes."""
 
     number: int

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
+# gRPC's fork handlers pause its threads around every fork(); gpuready forks only to exec (ctr,
+# systemctl) and never uses a channel in a child. Before Python 3.10, subprocess forks with fork()
+# rather than vfork(), so the handlers run and can deadlock the fork while a channel is open (a
+# probe that runs 'ctr images import' hung on Python 3.9 with grpcio 1.80). An operator's own
+# setting wins.
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
+
+import grpc  # noqa: E402  (after the fork setting, which gRPC reads when it loads)
 
 from gpuready.cri.generated import cri_runtime_v1_pb2 as api
 from gpuready.cri.generated import cri_runtime_v1_pb2_grpc as api_grpc

@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from gpuready.compat import StrEnum
 from gpuready.containerd import decoding, facts
 from gpuready.containerd.decoding import Line, Verdict
 from gpuready.containerd.document import ConfigFile

@@ -8,8 +8,8 @@ facts table; the command line only names an engine.
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gpuready.errors import UsageError
 
@@ -18,6 +18,12 @@ _MODULES = {
     "containerd": "gpuready.engines.containerd",
     "docker": "gpuready.engines.docker.engine",
     "crio": "gpuready.engines.crio.engine",
+}
+# Where each engine's facts are: detection reads these alone, not the engines' code.
+_FACTS_MODULES = {
+    "containerd": "gpuready.engines.containerd",
+    "docker": "gpuready.engines.docker.facts",
+    "crio": "gpuready.engines.crio.facts",
 }
 
 
@@ -28,8 +34,7 @@ def get(name: str):
     return importlib.import_module(_MODULES[name]).ENGINE
 
 
-@dataclass(frozen=True)
-class Detection:
+class Detection(NamedTuple):
     """Which engine was chosen, and what on the node said so."""
 
     name: str
@@ -60,7 +65,7 @@ def engines_found(root: Path) -> dict[str, list[str]]:
     node = Node(root)
     found: dict[str, list[str]] = {}
     for name in NAMES:
-        facts = get(name).facts
+        facts = importlib.import_module(_FACTS_MODULES[name]).FACTS
         for mark in (facts.config, *facts.sockets, *facts.marks):
             path = node.path(mark)
             if node.exists(path):

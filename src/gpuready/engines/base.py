@@ -7,16 +7,14 @@ loaded. Planning never writes: the command line applies a plan through the one s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from gpuready.node import Node
 from gpuready.plan import Plan
 
 
-@dataclass(frozen=True)
-class EngineFacts:
+class EngineFacts(NamedTuple):
     """Where an engine keeps things on a node, and how to recognise it (with the sources)."""
 
     name: str
@@ -28,8 +26,7 @@ class EngineFacts:
     source: str
 
 
-@dataclass(frozen=True)
-class RuntimeChange:
+class RuntimeChange(NamedTuple):
     """What ``configure`` asks of any engine."""
 
     name: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import sys
 from collections import Counter
@@ -100,12 +101,116 @@ def _map(check, sources: list[NodeSource], *, workers: int) -> Iterator[NodeResu
     if workers <= 1 or len(sources) < PARALLEL_FROM:
         yield from map(check, sources)
         return
-    import multiprocessing
+    yield from _forked(check, sources, workers=workers)
 
-    # fork: the workers start with every rule module already imported by this process.
+
+# Chunks each worker has in hand: the one it checks and the next, so that it never waits for
+# this process to be scheduled between two chunks.
+_AHEAD = 2
+
+
+def _forked(check, sources: list[NodeSource], *, workers: int) -> Iterator[NodeResult]:
+    """``map(check, sources)`` in ``workers`` forked processes; results in input order.
+
+    fork: the workers start with every rule module imported and with ``sources`` in memory, so
+    a task is only the index of a chunk, and a reply the chunk's results. This process waits on
+    the workers' pipes in one thread: no helper thread polls or copies beside it, and the cores
+    are left to the workers.
+    """
+    import multiprocessing
+    from multiprocessing.connection import wait
+
     context = multiprocessing.get_context("fork")
-    with context.Pool(processes=workers) as pool:
-        yield from pool.imap(check, sources, chunksize=CHUNK)
+    chunks = [sources[start:start + CHUNK] for start in range(0, len(sources), CHUNK)]
+    upcoming = iter(range(len(chunks)))
+    links: list = []
+    processes: list = []
+    in_hand: dict = {}
+    finished: dict[int, list[NodeResult]] = {}
+    try:
+        for _ in range(min(workers, len(chunks))):
+            here, there = context.Pipe()
+            process = context.Process(target=_serve, args=(there, check, chunks, [*links, here]),
+                                      daemon=True)
+            process.start()
+            there.close()
+            links.append(here)
+            processes.append(process)
+            in_hand[here] = 0
+        for link in links:
+            for index in itertools.islice(upcoming, _AHEAD):
+                link.send(index)
+                in_hand[link] += 1
+        for wanted in range(len(chunks)):
+            while wanted not in finished:
+                for link in wait([link for link in links if in_hand[link]]):
+                    index, results = _received(link)
+                    in_hand[link] -= 1
+                    finished[index] = results
+                    following = next(upcoming, None)
+                    if following is not None:
+                        link.send(following)
+                        in_hand[link] += 1
+            yield from finished.pop(wanted)
+        for link in links:
+            link.send(None)  # no more chunks: the worker ends
+        for process in processes:
+            process.join()
+    finally:
+        for process in processes:
+            if process.is_alive():  # stopped early (an error, an interrupt): not waited for
+                process.terminate()
+                process.join()
+        for link in links:
+            link.close()
+
+
+def _received(link) -> tuple[int, list[NodeResult]]:
+    """A worker's reply: the chunk's index and results; its error raised here."""
+    try:
+        index, results, error = link.recv()
+    except EOFError:
+        raise RuntimeError("an audit worker process ended before it sent its results") from None
+    if error is not None:
+        raise error[0] from _WorkerTraceback(error[1])
+    return index, results
+
+
+class _WorkerTraceback(Exception):
+    """Where an error was raised in a worker process (the cause of the error raised here)."""
+
+    def __str__(self) -> str:
+        return "\n" + self.args[0]
+
+
+def _serve(link, check, chunks, parent_ends) -> None:
+    """A worker: check each chunk it is told, send back its results, until told to stop."""
+    for end in parent_ends:  # inherited: closed, so that the parent's exit reads as an end here
+        end.close()
+    while True:
+        try:
+            index = link.recv()
+        except EOFError:
+            return  # the parent is gone
+        if index is None:
+            return
+        try:
+            link.send((index, [check(source) for source in chunks[index]], None))
+        except Exception as error:  # a bug, not a finding: raised again in the parent
+            import traceback
+
+            link.send((index, None, (_picklable(error), traceback.format_exc())))
+
+
+def _picklable(error: Exception) -> Exception:
+    """``error`` when it survives pickling, else a RuntimeError that names it."""
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(error))
+    except Exception:
+        return RuntimeError(repr(error))
+    return error
 
 
 class ProgressBar:

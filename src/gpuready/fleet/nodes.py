@@ -8,10 +8,10 @@ that node's verdict (``unreadable``), never an exception that stops the batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from gpuready.compat import StrEnum
 from gpuready.paths import CONTAINERD_CONFIG
 from gpuready.problems import Problem, Severity
 
@@ -68,7 +68,7 @@ class NodeResult:
         def moved(text: str) -> str:
             return text.replace(local, remote.rstrip("/"))
 
-        problems = [replace(p, file=moved(p.file), message=moved(p.message), fix=moved(p.fix))
+        problems = [p._replace(file=moved(p.file), message=moved(p.message), fix=moved(p.fix))
                     for p in self.problems]
         return NodeResult(self.name, self.verdict, problems, [moved(f) for f in self.files],
                           moved(self.error) if self.error else None)

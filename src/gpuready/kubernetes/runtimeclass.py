@@ -8,12 +8,10 @@ RuntimeClass's ``handler``; a handler that names no runtime fails only when the 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.node import HOST, FileKind, Node
-from gpuready.yamlfile import yaml_error
 
 API_VERSION = "node.k8s.io/v1"
 KIND = "RuntimeClass"
@@ -22,8 +20,7 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_LABEL_MAX = 63
 
 
-@dataclass(frozen=True)
-class RuntimeClass:
+class RuntimeClass(NamedTuple):
     """One RuntimeClass as read from a manifest; ``line`` is where its document starts."""
 
     name: str | None
@@ -91,9 +88,9 @@ def parse(text: str, path: Path | str) -> list[RuntimeClass]:
         nodes = yamlfile.compose_all(text)
         documents = [yamlfile.construct(node) for node in nodes]
     except yaml.YAMLError as error:
-        raise yaml_error(error, path) from None
+        raise yamlfile.yaml_error(error, path) from None
     found = []
-    for node, document in zip(nodes, documents, strict=True):
+    for node, document in zip(nodes, documents):
         if isinstance(document, dict) and document.get("kind") == KIND:
             metadata = document.get("metadata") or {}
             found.append(

@@ -10,9 +10,8 @@ ClusterPolicy), the values to set there instead of an edit. Every planner return
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.containerd import facts
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
@@ -26,15 +25,14 @@ from gpuready.owners.template import GoTemplate, new_template, parse_template, r
 from gpuready.plan import Plan
 
 
-@dataclass(frozen=True)
-class OwnerPlan:
+class OwnerPlan(NamedTuple):
     """Where the runtime goes for this owner, and the change (or the values to set instead)."""
 
     owner: Owner
     target: Path
     plan: Plan | None
     advice: str = ""
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     @property
     def changes(self) -> bool:

@@ -7,7 +7,9 @@ evidence, so ``doctor`` can say what it found and why, and the other owners that
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from typing import Any
 
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
@@ -77,19 +79,63 @@ def marker_found(node: Node, marker: Marker) -> bool:
     return marker.contains.encode() in head
 
 
-def evidence_for(node: Node, owner: Owner) -> tuple[str, ...]:
-    """What on the node points at ``owner`` (empty when nothing does)."""
+def evidence_for(node: Node, owner: Owner, *, absent: frozenset[str] = frozenset()
+                 ) -> tuple[str, ...]:
+    """What on the node points at ``owner`` (empty when nothing does); markers whose node path
+    is in ``absent`` are known to name nothing (:func:`absent_markers`) and are not looked up."""
     return tuple(
-        f"{marker.why}: {marker.path}" for marker in owner.markers if marker_found(node, marker)
+        f"{marker.why}: {marker.path}" for marker in owner.markers
+        if str(marker.path) not in absent and marker_found(node, marker)
     )
+
+
+def absent_markers(node: Node) -> frozenset[str]:
+    """The node paths of markers that surely name nothing on ``node``, found by listing the
+    folders on their way: one listing per folder that is there, instead of one lookup per marker.
+
+    A name missing from the listing of its folder (resolved on the node, as every lookup is)
+    cannot be looked up either, nor anything below it. A folder that cannot be listed rules out
+    nothing, and names are compared without case (a case-insensitive file system finds
+    ``Etc`` as ``etc``): what is not ruled out is looked up as before.
+    """
+    absent: set[str] = set()
+    pending: list[tuple[str, dict[str, Any]]] = [(node.path_text("/"), _marker_tree())]
+    while pending:
+        folder, below = pending.pop()
+        try:
+            names = set(node.listdir(folder))
+        except (OSError, InputError):
+            continue
+        folded = {name.casefold() for name in names}
+        for name, (paths, children) in below.items():
+            if name not in names and name.casefold() not in folded:
+                absent.update(paths)
+            elif children:
+                pending.append((folder.rstrip("/") + "/" + name, children))
+    return frozenset(absent)
+
+
+@functools.lru_cache(maxsize=1)
+def _marker_tree() -> dict[str, Any]:
+    """Every marker's node path as a tree of names: ``{name: (paths below it, {name: ...})}``."""
+    tree: dict[str, Any] = {}
+    for owner in OWNERS:
+        for marker in owner.markers:
+            level = tree
+            for name in marker.path.parts[1:]:
+                paths, children = level.setdefault(name, (set(), {}))
+                paths.add(str(marker.path))
+                level = children
+    return tree
 
 
 def detect(node: Node, *, distribution: str | None = None, engine: str = "containerd") -> Detection:
     """The owner of ``engine`` on ``node``; ``distribution`` overrides the search."""
+    absent = absent_markers(node)
     found = [
         (owner, evidence)
         for owner in OWNERS
-        if owner.engine == engine and (evidence := evidence_for(node, owner))
+        if owner.engine == engine and (evidence := evidence_for(node, owner, absent=absent))
     ]
     if distribution and distribution != "auto":
         chosen = owner_named(distribution)

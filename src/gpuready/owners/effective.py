@@ -10,15 +10,17 @@ throws away.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from gpuready.compat import tomllib
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
-from gpuready.owners.configure import OwnerPlan
 from gpuready.owners.table import EditKind, Owner
 from gpuready.owners.template import parse_template, render
+
+if TYPE_CHECKING:  # the plans are read here, made by gpuready.owners.configure
+    from gpuready.owners.configure import OwnerPlan
 
 
 def _read(node: Node, path) -> str | None:
@@ -137,9 +139,8 @@ def contract_view(owner: Owner, node: Node, files):
     the contract's own files and reader."""
     if owner.owns_runtime_config:
         return files, files.read
-    from dataclasses import replace
 
-    owned = replace(files, config=node.path(owner.config))
+    owned = files._replace(config=node.path(owner.config))
     effective = current_effective_config(owner, node)
 
     def read(path):

@@ -13,10 +13,10 @@ owns the containerd the kubelet uses.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import PurePosixPath as P
+from typing import NamedTuple
 
+from gpuready.compat import StrEnum
 from gpuready.errors import UsageError
 
 
@@ -31,8 +31,7 @@ class EditKind(StrEnum):
     OPERATOR = "operator"  # the GPU Operator: its ClusterPolicy / Helm values
 
 
-@dataclass(frozen=True)
-class Marker:
+class Marker(NamedTuple):
     """A file whose presence (and, when given, content) shows that an owner is installed."""
 
     path: P
@@ -40,8 +39,7 @@ class Marker:
     contains: str | None = None
 
 
-@dataclass(frozen=True)
-class Source:
+class Source(NamedTuple):
     """Where a fact of the table comes from upstream."""
 
     fact: str
@@ -49,8 +47,7 @@ class Source:
     verified: bool = True
 
 
-@dataclass(frozen=True)
-class Owner:
+class Owner(NamedTuple):
     """Everything gpuready knows about one owner of a container engine's configuration."""
 
     name: str
@@ -67,7 +64,7 @@ class Owner:
     binaries: tuple[P, ...] = ()
     kubelet_flag_files: tuple[P, ...] = ()
     variables: tuple[tuple[str, str], ...] = ()  # what the owner substitutes when it renders
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
 
     @property
     def owns_runtime_config(self) -> bool:

@@ -15,8 +15,8 @@ modelled on k3s's generated config, not against k3s itself.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from gpuready.errors import InputError
 
@@ -25,8 +25,7 @@ BASE_ACTION = re.compile(r"\{\{(-?)\s*template\s+\"base\"\s+\.\s*(-?)\}\}")
 BASE_LINE = '{{ template "base" . }}'
 
 
-@dataclass(frozen=True)
-class GoTemplate:
+class GoTemplate(NamedTuple):
     """A template split around its ``base`` action: ``prefix``, the action, ``body``.
 
     ``has_base`` is False for a template without Go actions, whose ``body`` is the whole text.

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterator
-from enum import StrEnum
 from typing import Any, ClassVar
 
+from gpuready.compat import StrEnum
 from gpuready.problems import Problem, Severity
 
 SECTIONS = ("What it does", "Why is this bad?", "Example", "Use instead", "Fix")

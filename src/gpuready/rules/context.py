@@ -7,13 +7,13 @@ needs one, so a clean file costs a ``tomllib`` parse and a few dictionary look-u
 from __future__ import annotations
 
 import functools
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuready import sametext
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.document import loads_bounded, toml_error
 from gpuready.containerd.semantics import Semantics
@@ -23,6 +23,13 @@ from gpuready.node import Node
 from gpuready.problems import Problem, Severity
 from gpuready.rules.locate import Locator, Position
 from gpuready.textfile import without_bom
+
+# Config texts (by hash) parsed once and not kept yet. A parse is kept for other nodes with the
+# same text (:mod:`gpuready.sametext`) the second time its text is seen: where every node's text
+# differs, none is kept alive, where it would only cost memory and garbage collection. Bounded:
+# forgotten whole at the limit (a text then waits for a third sighting).
+_SEEN_ONCE: set[int] = set()
+_SEEN_ONCE_LIMIT = 65536
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,13 @@ class FileContext:
         except tomllib.TOMLDecodeError as error:
             self.syntax_error = toml_error(str(error), self.text, self.display)
             return ParsedText(self.text, None)
-        sametext.put("toml", self.text, parsed, size=len(self.text))
+        seen = hash(self.text)
+        if seen in _SEEN_ONCE:
+            sametext.put("toml", self.text, parsed, size=len(self.text))
+        else:
+            if len(_SEEN_ONCE) >= _SEEN_ONCE_LIMIT:
+                _SEEN_ONCE.clear()
+            _SEEN_ONCE.add(seen)
         return parsed
 
     @property

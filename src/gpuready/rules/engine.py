@@ -7,16 +7,13 @@ Loader, checker and reporter are separate: this module loads and checks and retu
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gpuready.containerd.semantics import Semantics, choose
-from gpuready.kubernetes import kubelet
 from gpuready.node import FileKind, Node
-from gpuready.owners.detect import Detection, detect
-from gpuready.owners.state import OwnerState
 from gpuready.paths import CDI_DIRS, TOOLKIT_DIR
-from gpuready.problems import Problem, has_errors
+from gpuready.problems import Problem, Report
 from gpuready.rules.base import Scope
 from gpuready.rules.context import (
     ConfigContext,
@@ -25,30 +22,18 @@ from gpuready.rules.context import (
     Options,
     RuntimeClassDocument,
 )
-from gpuready.rules.imports import load_imports, merge
-from gpuready.rules.registry import REGISTRY
+from gpuready.rules.registry import rules_for
+
+if TYPE_CHECKING:
+    from gpuready.owners.detect import Detection
 
 RUNTIMECLASS_FILE = TOOLKIT_DIR / "runtimeclass.yaml"
 
 
-@dataclass
-class Report:
-    """What a run found, and which files it read."""
-
-    problems: list[Problem] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-
-    @property
-    def failed(self) -> bool:
-        """True when at least one problem is an error."""
-        return has_errors(self.problems)
-
-
 def _run(scope: Scope, ctx: object, selected: frozenset[str]) -> list[Problem]:
     found: list[Problem] = []
-    for name, rule in REGISTRY.items():
-        if rule.scope is scope and name in selected:
-            found.extend(rule.check(ctx))
+    for rule in rules_for(scope, selected):
+        found.extend(rule.check(ctx))
     return found
 
 
@@ -92,6 +77,8 @@ def lint_paths(
             file = FileContext(path, options.node.read_text(path, kind=FileKind.CONFIG),
                                options=options)
             report.files.append(file.display)
+            if file.data and file.data.get("imports"):
+                report.importing.append(file.display)
             report.problems += lint_file(file, selected=selected, semantics=semantics)
     return report
 
@@ -122,6 +109,12 @@ def doctor(
 
 def _doctor(options, selected, config_path, runtimeclass_paths, containerd_version, detection,
             probe, config_only=False) -> Report:
+    # a node's owner, its imports and its kubelet: what lint FILE never needs to load
+    from gpuready.kubernetes import kubelet
+    from gpuready.owners.detect import detect
+    from gpuready.owners.state import OwnerState
+    from gpuready.rules.imports import load_imports, merge
+
     node = options.node
     detection = detection or detect(node)
     main_path = config_path or node.path(detection.owner.config)

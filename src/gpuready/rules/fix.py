@@ -19,13 +19,13 @@ mark and CRLF line endings (:func:`gpuready.textfile.restyle`). The change is a
 
 from __future__ import annotations
 
-import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.runc_options import RECOMMENDED_RUNTIME_TYPE, bool_text
 from gpuready.containerd.versions import KeyPath, render_key_path

@@ -133,3 +133,10 @@ class MovedKey(Rule):
                 found.path,
                 fix="move it under the plugin table the message names",
             )
+
+
+# The rules this module defines, in the order the catalogue lists them.
+RULES = (
+    UnknownKey(),
+    MovedKey(),
+)

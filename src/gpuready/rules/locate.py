@@ -11,7 +11,7 @@ This is a locator, not a parser: the text has already been accepted by ``tomllib
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from gpuready.containerd.versions import KeyPath
 
@@ -25,8 +25,7 @@ _MULTILINE_QUOTES = re.compile(r'"""|\'\'\'')
 Position = tuple[int, int]
 
 
-@dataclass(frozen=True)
-class Header:
+class Header(NamedTuple):
     """A table header as written: its 1-based line, the columns of its key path, and the path.
 
     ``start``/``end`` are 0-based offsets of the key path inside the line (for rewriting it);
@@ -63,7 +62,7 @@ def split_key_path(text: str) -> tuple[KeyPath, tuple[bool, ...]]:
 def _basic_string(quoted: str) -> str:
     if "\\" not in quoted:
         return quoted[1:-1]
-    import tomllib  # escapes in keys are rare; let the real parser decode them
+    from gpuready.compat import tomllib  # escapes in keys are rare; let the real parser decode them
 
     return tomllib.loads(f"k = {quoted}")["k"]
 

@@ -407,3 +407,15 @@ class CdiSpecInvalid(Rule):
                 column=error.column,
                 fix="make the spec readable and valid",
             )
+
+
+# The rules this module defines, in the order the catalogue lists them.
+RULES = (
+    ImportOverridesCri(),
+    ImportMissing(),
+    ImportVersionHigher(),
+    HandlerMismatch(),
+    HandlerInvalid(),
+    CdiSpecMissing(),
+    CdiSpecInvalid(),
+)

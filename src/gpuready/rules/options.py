@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.containerd import decoding, facts
 from gpuready.containerd.decoding import Spelling, Verdict
@@ -25,8 +24,7 @@ from gpuready.rules.placement import foreign_runtimes
 from gpuready.suggest import did_you_mean
 
 
-@dataclass(frozen=True)
-class Move:
+class Move(NamedTuple):
     """A key to move (and perhaps rename): from ``source`` to ``target``."""
 
     source: KeyPath
@@ -521,8 +519,7 @@ def systemd_cgroup(entry: Mapping[str, Any] | None, lines) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-@dataclass(frozen=True)
-class CgroupVerdict:
+class CgroupVerdict(NamedTuple):
     """The one verdict on the node's cgroup drivers, shared by setup, check, lint and doctor."""
 
     severity: Severity
@@ -651,3 +648,15 @@ class CgroupDriverMismatch(Rule):
             severity=verdict.severity,
             fix=verdict.fix,
         )
+
+
+# The rules this module defines, in the order the catalogue lists them.
+RULES = (
+    BoolAsString(),
+    OptionOutsideOptions(),
+    OptionSpelling(),
+    OptionSpelledTwice(),
+    UnknownOption(),
+    DeprecatedSystemdCgroup(),
+    CgroupDriverMismatch(),
+)

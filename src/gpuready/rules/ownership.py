@@ -345,3 +345,11 @@ class MultipleContainerd(Rule):
             "it does (--distribution NAME)",
         )
 
+
+# The rules this module defines, in the order the catalogue lists them.
+RULES = (
+    ConfigRegenerated(),
+    OwnerTemplateStale(),
+    SocketMismatch(),
+    MultipleContainerd(),
+)

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.containerd import facts
 from gpuready.containerd.versions import (
@@ -52,8 +51,7 @@ def foreign_cri_tables(spec: ConfigVersion) -> tuple[str, ...]:
     return tuple(plugin for plugin in CRI_TABLES if plugin not in own)
 
 
-@dataclass(frozen=True)
-class Misplaced:
+class Misplaced(NamedTuple):
     """A runtime, or a group of CRI settings, written at a table this version does not read."""
 
     plugin: str

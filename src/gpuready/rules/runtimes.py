@@ -463,3 +463,15 @@ class CriDisabled(Rule):
                 fix=f"remove {', '.join(repr(d) for d in disabled)} from disabled_plugins",
             )
 
+
+# The rules this module defines, in the order the catalogue lists them.
+RULES = (
+    RuntimeNotRegistered(),
+    RuntimeTypeMissing(),
+    RuntimeTypeDeprecated(),
+    BinaryPathRelative(),
+    BinaryMissing(),
+    DefaultRuntimeChanged(),
+    DefaultRuntimeMissing(),
+    CriDisabled(),
+)

@@ -406,3 +406,14 @@ class WrongShape(Rule):
                 path,
                 fix=f"write {render_key_path(path)} as {SHAPE_WORDS[shape]}, or remove it",
             )
+
+
+# The rules this module defines, in the order the catalogue lists them.
+RULES = (
+    TomlSyntax(),
+    VersionMissing(),
+    VersionUnsupported(),
+    UnquotedPluginKey(),
+    WrongVersionPath(),
+    WrongShape(),
+)

@@ -67,3 +67,9 @@ class TransactionPending(Rule):
             fix="run a writing command on this node (gpuready configure --restart, "
             "unconfigure, migrate, setup): it finishes the transaction first",
         )
+
+
+# The rules this module defines, in the order the catalogue lists them.
+RULES = (
+    TransactionPending(),
+)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.containerd import facts
 from gpuready.containerd.document import parse_toml
@@ -27,8 +27,7 @@ EXPECTED_DEFAULT = "runc"
 WHY_DEFAULT = "runtimeclass"
 
 
-@dataclass(frozen=True)
-class NodeFiles:
+class NodeFiles(NamedTuple):
     """The host paths (on ``node``) of every file of the contract, and how to read each."""
 
     node: Node
@@ -84,8 +83,7 @@ class NodeFiles:
         return self.toolkit / "report.txt"
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     """One verified statement about the node, with what to do when it fails.
 
     ``warning``: it passed, but with a warning whose advice is ``fix`` (the verdict ``doctor``

@@ -9,8 +9,9 @@ last); nothing here writes. The command line shows the plans or hands them to
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from gpuready.changeset import apply_all
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
@@ -31,8 +32,7 @@ from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
 
 
-@dataclass(frozen=True)
-class NodeConfig:
+class NodeConfig(NamedTuple):
     """The main config gpuready works on, the node root, and the containerd line reading it
     (``line``: None where no change to containerd's files is judged)."""
 

@@ -21,9 +21,8 @@ import hashlib
 import json
 import math
 import os
-from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready import fsio
 from gpuready.errors import InputError
@@ -37,8 +36,7 @@ PHASES = ("write", "restart", "roll back")
 MAX_TIMEOUT = 3600.0  # seconds: also the bound of --restart-timeout
 
 
-@dataclass(frozen=True)
-class _Kind:
+class _Kind(NamedTuple):
     """What :meth:`gpuready.node.Node.read_bytes` asks of a file kind: a label and a limit.
 
     A journal holds the texts of every file of one change (each at most a 1 MiB config), more
@@ -51,8 +49,7 @@ class _Kind:
 JOURNAL_KIND = _Kind("transaction journal", 16 * 1024 * 1024)
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One file of the change: its node path, its text before, the hashes before and after."""
 
     path: str
@@ -65,8 +62,7 @@ class Entry:
         return digest(None if self.before is None else self.before.encode("utf-8"))
 
 
-@dataclass(frozen=True)
-class Journal:
+class Journal(NamedTuple):
     """A transaction's intent, as written beside the config.
 
     ``restart``: the effective config changes (containerd must be restarted to read it);
@@ -139,7 +135,7 @@ def write(node: Node, config: Path, journal: Journal) -> None:
 
 def advance(node: Node, config: Path, journal: Journal, phase: str) -> Journal:
     """The journal moved on to ``phase``, written."""
-    moved = replace(journal, phase=phase)
+    moved = journal._replace(phase=phase)
     write(node, config, moved)
     return moved
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from gpuready.changeset import apply_all, locked_all
@@ -145,7 +145,7 @@ def plan_setup_record(options: SetupOptions, result: SetupResult, config: Path) 
 def _run_steps(options: SetupOptions) -> SetupResult:
     files = NodeFiles.on(options.node, options.toolkit_dir)
     if options.owned:  # the contract's other files stay where the contract puts them
-        files = replace(files, config=options.node.path(options.detection.owner.config))
+        files = files._replace(config=options.node.path(options.detection.owner.config))
     # every file is planned in memory first, even for real: the writes come after, all at once
     staging = Staging(node=options.node, kind_of=files.kind_of, dry_run=True,
                       preview=options.dry_run)

@@ -30,14 +30,14 @@ import subprocess
 import tempfile
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from gpuready.changeset import locked_all, new_backups, put_back
+from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.effective import load_effective
 from gpuready.containerd.installed import installed_release
@@ -52,8 +52,7 @@ POLL_S = 0.2
 OUTPUT_KEPT = 64 * 1024  # bytes of the restart command's standard error kept: its last ones
 
 
-@dataclass(frozen=True)
-class RestartOptions:
+class RestartOptions(NamedTuple):
     """How to restart and what to prove afterwards.
 
     ``expect_runtime``: the runtime that must be loaded afterwards (configure); ``gone_runtime``:
@@ -569,9 +568,8 @@ def _pending_options(found: txn.Journal, override: RestartOptions | None) -> Res
     options = RestartOptions(**found.options)
     if override is None:
         return options
-    from dataclasses import replace
 
-    return replace(options, command=override.command, address=override.address,
+    return options._replace(command=override.command, address=override.address,
                    timeout=override.timeout, probe=override.probe)
 
 

@@ -149,7 +149,7 @@ class PodSandboxStatusRequest(_message.Message):
     VERBOSE_FIELD_NUMBER: _ClassVar[int]
     pod_sandbox_id: str
     verbose: bool
-    def __init__(self, pod_sandbox_id: _Optional[str] = ..., verbose: _Optional[bool] = ...) -> None: ...
+    def __init__(self, pod_sandbox_id: _Optional[str] = ..., verbose: bool = ...) -> None: ...
 
 class PodSandboxStatus(_message.Message):
     __slots__ = ("id", "metadata", "state", "created_at", "labels", "annotations", "runtime_handler")
@@ -275,7 +275,7 @@ class RuntimeCondition(_message.Message):
     status: bool
     reason: str
     message: str
-    def __init__(self, type: _Optional[str] = ..., status: _Optional[bool] = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    def __init__(self, type: _Optional[str] = ..., status: bool = ..., reason: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class RuntimeStatus(_message.Message):
     __slots__ = ("conditions",)
@@ -287,7 +287,7 @@ class StatusRequest(_message.Message):
     __slots__ = ("verbose",)
     VERBOSE_FIELD_NUMBER: _ClassVar[int]
     verbose: bool
-    def __init__(self, verbose: _Optional[bool] = ...) -> None: ...
+    def __init__(self, verbose: bool = ...) -> None: ...
 
 class RuntimeHandler(_message.Message):
     __slots__ = ("name",)
@@ -345,7 +345,7 @@ class ImageStatusRequest(_message.Message):
     VERBOSE_FIELD_NUMBER: _ClassVar[int]
     image: ImageSpec
     verbose: bool
-    def __init__(self, image: _Optional[_Union[ImageSpec, _Mapping]] = ..., verbose: _Optional[bool] = ...) -> None: ...
+    def __init__(self, image: _Optional[_Union[ImageSpec, _Mapping]] = ..., verbose: bool = ...) -> None: ...
 
 class ImageStatusResponse(_message.Message):
     __slots__ = ("image", "info")

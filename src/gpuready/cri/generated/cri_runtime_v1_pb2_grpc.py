@@ -5,7 +5,7 @@ import warnings
 
 from . import cri_runtime_v1_pb2 as cri__runtime__v1__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.80.0'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class RuntimeServiceStub:
+class RuntimeServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -71,7 +71,7 @@ class RuntimeServiceStub:
                 _registered_method=True)
 
 
-class RuntimeServiceServicer:
+class RuntimeServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Version(self, request, context):
@@ -162,7 +162,7 @@ def add_RuntimeServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class RuntimeService:
+class RuntimeService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod
@@ -355,7 +355,7 @@ class RuntimeService:
             _registered_method=True)
 
 
-class ImageServiceStub:
+class ImageServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -371,7 +371,7 @@ class ImageServiceStub:
                 _registered_method=True)
 
 
-class ImageServiceServicer:
+class ImageServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def ImageStatus(self, request, context):
@@ -396,7 +396,7 @@ def add_ImageServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class ImageService:
+class ImageService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

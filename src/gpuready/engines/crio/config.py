@@ -7,11 +7,10 @@ starts from the default runtime's table where crio.conf or an earlier drop-in ha
 
 from __future__ import annotations
 
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from gpuready.compat import tomllib
 from gpuready.containerd.document import toml_error
 from gpuready.engines.crio import facts
 from gpuready.errors import InputError, UsageError
@@ -20,8 +19,7 @@ from gpuready.plan import Plan
 from gpuready.textfile import restyle, without_bom
 
 
-@dataclass(frozen=True)
-class CrioFile:
+class CrioFile(NamedTuple):
     """One CRI-O config file: text as on disk (None when absent) and its data."""
 
     path: Path
@@ -99,8 +97,7 @@ def dropin_paths(dropin_dir: Path, *, node: Node = HOST) -> list[Path]:
             if node.is_file(dropin_dir / name) and name.endswith((".conf", ".toml"))]
 
 
-@dataclass(frozen=True)
-class CrioRuntime:
+class CrioRuntime(NamedTuple):
     """The runtime handler to register."""
 
     name: str

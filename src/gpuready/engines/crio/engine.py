@@ -4,22 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpuready.engines.base import EngineFacts, RuntimeChange, removing_created
+from gpuready.engines.base import RuntimeChange, removing_created
 from gpuready.engines.crio import config as crio_config
 from gpuready.engines.crio import facts
+from gpuready.engines.crio.facts import FACTS
 from gpuready.errors import UsageError
 from gpuready.node import Node
 from gpuready.plan import Plan
-
-FACTS = EngineFacts(
-    name="crio",
-    title="CRI-O",
-    config=facts.DROPIN,
-    sockets=(facts.SOCKET,),
-    marks=(facts.MAIN_CONFIG, facts.DROPIN_DIR),
-    live=False,
-    source="gpuready.engines.crio.facts",
-)
 
 
 class CrioEngine:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from gpuready.engines.base import EngineFacts
+
 MAIN_CONFIG = PurePosixPath("/etc/crio/crio.conf")
 DROPIN_DIR = PurePosixPath("/etc/crio/crio.conf.d")
 DROPIN = DROPIN_DIR / "99-nvidia.toml"
@@ -43,3 +45,15 @@ RUNTIME_KEYS = frozenset({
 # the monitor (conmon) settings and the type; runtime_path and runtime_root stay its own.
 INHERITED_KEYS = ("runtime_type", "monitor_path", "monitor_cgroup", "monitor_env",
                   "monitor_exec_cgroup", "privileged_without_host_devices")
+
+# What gpuready.engines.detect looks for, and the engine interface's facts.
+FACTS = EngineFacts(
+    name="crio",
+    title="CRI-O",
+    config=DROPIN,
+    sockets=(SOCKET,),
+    marks=(MAIN_CONFIG, DROPIN_DIR),
+    live=False,
+    source="gpuready.engines.crio.facts",
+)
+

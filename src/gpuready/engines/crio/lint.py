@@ -7,10 +7,10 @@ from pathlib import Path
 
 from gpuready.engines.crio import facts
 from gpuready.node import Node
+from gpuready.problems import Report
 from gpuready.rules.base import Scope
 from gpuready.rules.context import Options
-from gpuready.rules.engine import Report
-from gpuready.rules.registry import REGISTRY
+from gpuready.rules.registry import rules_for
 
 
 def node_paths(node: Node) -> list[Path]:
@@ -24,9 +24,9 @@ def node_paths(node: Node) -> list[Path]:
 
 def lint_crio(paths: Sequence[Path], *, options: Options, selected: frozenset[str]) -> Report:
     """The CRI-O rules over ``paths`` read together, in order (later files win)."""
+    from gpuready.engines.crio.rules import CrioContext, CrioFileContext
     from gpuready.errors import InputError
     from gpuready.node import FileKind
-    from gpuready.rules.crio import CrioContext, CrioFileContext
 
     node = options.node
     files = [CrioFileContext(path, node.read_text(path, kind=FileKind.CRIO_CONFIG))
@@ -36,9 +36,8 @@ def lint_crio(paths: Sequence[Path], *, options: Options, selected: frozenset[st
                          f"{node.path(facts.DROPIN_DIR)})")
     context = CrioContext(files, options=options)
     report = Report(files=[f.display for f in files])
-    for name, rule in REGISTRY.items():
-        if rule.scope is Scope.CRIO and name in selected:
-            report.problems.extend(rule.check(context))
+    for rule in rules_for(Scope.CRIO, selected):
+        report.problems.extend(rule.check(context))
     order = {f.display: i for i, f in enumerate(files)}
     report.problems.sort(key=lambda p: (order.get(p.file, 0), p.line or 0, p.column or 0))
     return report

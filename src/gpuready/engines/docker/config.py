@@ -8,9 +8,8 @@ the one safe writer (:mod:`gpuready.fsio`) applies it. A file that does not exis
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.engines.docker import jsontext
 from gpuready.engines.docker.facts import RESERVED_RUNTIMES, render_release, supports_cdi
@@ -22,8 +21,7 @@ from gpuready.textfile import restyle, without_bom
 EMPTY = "{}\n"
 
 
-@dataclass(frozen=True)
-class DaemonConfig:
+class DaemonConfig(NamedTuple):
     """One daemon.json: its text as on disk (None when absent), the JSON body, data and spans."""
 
     path: Path
@@ -70,8 +68,7 @@ def _unchanged(config: DaemonConfig, summary: str, notes: tuple[str, ...] = ()) 
     return Plan(config.path, config.original, after, summary, notes)
 
 
-@dataclass(frozen=True)
-class DockerRuntime:
+class DockerRuntime(NamedTuple):
     """The runtime to register: its name and the executable dockerd hands containers to."""
 
     name: str

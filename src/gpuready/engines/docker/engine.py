@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from gpuready.engines.base import EngineFacts, RuntimeChange, removing_created
+from gpuready.engines.base import RuntimeChange, removing_created
 from gpuready.engines.docker import config as daemon_json
-from gpuready.engines.docker.facts import DAEMON_JSON, SOCKET
+from gpuready.engines.docker.facts import DAEMON_JSON, FACTS
 from gpuready.node import Node
 from gpuready.plan import Plan
-
-FACTS = EngineFacts(
-    name="docker",
-    title="Docker",
-    config=DAEMON_JSON,
-    sockets=(SOCKET, PurePosixPath("/var/run/docker.sock")),
-    marks=(PurePosixPath("/usr/bin/dockerd"), PurePosixPath("/usr/sbin/dockerd")),
-    live=True,
-    source="gpuready.engines.docker.facts",
-)
 
 
 class DockerEngine:

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from gpuready.engines.base import EngineFacts
+
 DAEMON_JSON = PurePosixPath("/etc/docker/daemon.json")
 SOCKET = PurePosixPath("/run/docker.sock")
 SOCKET_ADDRESS = "unix:///var/run/docker.sock"
@@ -85,3 +87,15 @@ def supports_cdi(release: tuple[int, int] | None) -> bool | None:
 def render_release(release: tuple[int, int]) -> str:
     """``(20, 10)`` as ``20.10``."""
     return f"{release[0]}.{release[1]}"
+
+# What gpuready.engines.detect looks for, and the engine interface's facts.
+FACTS = EngineFacts(
+    name="docker",
+    title="Docker",
+    config=DAEMON_JSON,
+    sockets=(SOCKET, PurePosixPath("/var/run/docker.sock")),
+    marks=(PurePosixPath("/usr/bin/dockerd"), PurePosixPath("/usr/sbin/dockerd")),
+    live=True,
+    source="gpuready.engines.docker.facts",
+)
+

@@ -172,7 +172,7 @@ def indent_unit(text: str, root: Node) -> str:
 
 def render_value(value: Any, *, indent: str, unit: str) -> str:
     """``value`` as JSON laid out like the file, its continuation lines at ``indent``."""
-    if not isinstance(value, dict | list) or not value or not unit:
+    if not isinstance(value, (dict, list)) or not value or not unit:
         return json.dumps(value)
     if unit.startswith("\t"):
         rendered = json.dumps(value, indent="\t")

@@ -19,8 +19,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import posixpath
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from gpuready.cri.client import CriCallError, CriClient, normalize_address, socket_path
 from gpuready.errors import GpureadyError, InputError, RuntimeUnreachableError

@@ -7,11 +7,11 @@ files against the documentation, not against a daemon.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gpuready.compat import tomllib
 from gpuready.containerd.document import toml_error
 from gpuready.engines.crio import facts
 from gpuready.engines.crio.config import lookup, merge, runtimes
@@ -379,3 +379,15 @@ class CrioDefaultRuntimeMissing(Rule):
                              f"[crio.runtime.runtimes.{default}] table",
                              facts.DEFAULT_RUNTIME_PATH,
                              fix=f"add [crio.runtime.runtimes.{default}] or name a defined one")
+
+
+# The rules this module defines, in the order the catalogue lists them.
+RULES = (
+    CrioTomlSyntax(),
+    CrioRuntimeWrongTable(),
+    CrioRuntimeNotRegistered(),
+    CrioRuntimeUnknownKey(),
+    CrioRuntimeTypeInvalid(),
+    CrioRuntimePathInvalid(),
+    CrioDefaultRuntimeMissing(),
+)

@@ -503,3 +503,19 @@ def _lookup(data: dict[str, Any], key_path: tuple[str, ...]) -> Any:
             return None
         value = value.get(key)
     return value
+
+
+# The rules this module defines, in the order the catalogue lists them.
+RULES = (
+    DockerJsonSyntax(),
+    DockerUnknownKey(),
+    DockerWrongType(),
+    DockerRuntimeNotRegistered(),
+    DockerRuntimeUnknownKey(),
+    DockerRuntimeReserved(),
+    DockerRuntimePathRelative(),
+    DockerRuntimeMissing(),
+    DockerDefaultRuntimeMissing(),
+    DockerDefaultRuntimeChanged(),
+    DockerCdiIgnored(),
+)
