@@ -225,9 +225,11 @@ class Node:
                 break
             if not folder.startswith(self._prefix):
                 return None
+        if missing:  # below a missing part nothing exists: the names are only appended
+            return real.rstrip("/") + "/" + "/".join(reversed(names)), True
         for name in reversed(names):
             candidate = real.rstrip("/") + "/" + name
-            if not missing:  # below a missing part nothing exists: no lookup
+            if not missing:
                 found = self._lstat(candidate)
                 if found is not None and stat.S_ISLNK(found.st_mode):
                     return None

@@ -204,6 +204,11 @@ def construct(node: Any) -> Any:
     """The Python data of a composed node (safe schema)."""
     if node is None:
         return None
+    if _stock_constructors():
+        try:
+            return _plain(node, set(), 0)
+        except _NotPlain:
+            pass
     # A loader that constructed a document to its end is as new (construct_document clears
     # what it kept): kept for the next call instead of setting up another for an empty text.
     try:
@@ -217,6 +222,59 @@ def construct(node: Any) -> Any:
 
 # Loaders that finished a document; at most one per caller constructing at the same time.
 _spare_loaders: list[Any] = []
+
+_STR, _SEQ, _MAP, _NULL, _BOOL = (f"tag:yaml.org,2002:{name}"
+                                  for name in ("str", "seq", "map", "null", "bool"))
+
+
+class _NotPlain(Exception):
+    """A node :func:`_plain` leaves to the safe constructor."""
+
+
+def _stock_constructors() -> bool:
+    """True when the safe loader builds strings, nulls, booleans, lists and mappings with
+    PyYAML's own constructors (nothing registered in their place)."""
+    from yaml.constructor import SafeConstructor as Stock
+
+    found = _loader().yaml_constructors
+    return (found.get(_STR) is Stock.construct_yaml_str
+            and found.get(_SEQ) is Stock.construct_yaml_seq
+            and found.get(_MAP) is Stock.construct_yaml_map
+            and found.get(_NULL) is Stock.construct_yaml_null
+            and found.get(_BOOL) is Stock.construct_yaml_bool)
+
+
+def _plain(node: Any, seen: set[int], depth: int) -> Any:
+    """What the safe constructor makes of a document of strings, nulls, booleans, lists and
+    mappings with string keys, built directly (the constructor's generic machinery costs more
+    than the data); raises :class:`_NotPlain` at anything else: another tag, a key that is not
+    a string (a merge key among them), a node reached twice (an alias), or deep nesting."""
+    import yaml
+
+    kind = type(node)
+    if kind is yaml.ScalarNode:
+        if node.tag == _STR:
+            return node.value
+        if node.tag == _NULL:
+            return None
+        if node.tag == _BOOL:
+            found = _loader().bool_values.get(node.value.lower())
+            if found is not None:
+                return found
+        raise _NotPlain
+    if depth >= MAX_DEPTH or id(node) in seen:
+        raise _NotPlain
+    seen.add(id(node))
+    if kind is yaml.SequenceNode and node.tag == _SEQ:
+        return [_plain(item, seen, depth + 1) for item in node.value]
+    if kind is yaml.MappingNode and node.tag == _MAP:
+        data: dict[str, Any] = {}
+        for key, value in node.value:
+            if type(key) is not yaml.ScalarNode or key.tag != _STR:
+                raise _NotPlain
+            data[key.value] = _plain(value, seen, depth + 1)
+        return data
+    raise _NotPlain
 
 
 def safe_load(text: str) -> Any:

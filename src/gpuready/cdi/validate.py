@@ -19,7 +19,7 @@ import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready import sametext
 from gpuready.cdi import names
@@ -296,8 +296,7 @@ class SpecFile:
         return not has_errors(self.problems)
 
 
-@dataclass(frozen=True)
-class CdiDevice:
+class CdiDevice(NamedTuple):
     """A fully-qualified device (``nvidia.com/gpu=0``) and the spec file that defines it."""
 
     name: str
@@ -376,17 +375,18 @@ def _has_repeated_key(root: Any) -> bool:
     """True when a mapping below ``root`` repeats a key (the loader refuses the file)."""
     import yaml
 
+    scalar, mapping = yaml.ScalarNode, yaml.MappingNode
     seen_nodes: set[int] = set()
     pending = [root]
     while pending:
         node = pending.pop()
-        if id(node) in seen_nodes:
-            continue  # an alias: its node was looked at where its anchor is
+        if isinstance(node, scalar) or id(node) in seen_nodes:
+            continue  # a scalar; or an alias, its node looked at where its anchor is
         seen_nodes.add(id(node))
-        if isinstance(node, yaml.MappingNode):
+        if isinstance(node, mapping):
             keys: set[str] = set()
             for key_node, value_node in node.value:
-                key = str(key_node.value)
+                key = key_node.value if type(key_node.value) is str else str(key_node.value)
                 if key in keys and key != "<<":
                     return True
                 keys.add(key)

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.errors import UsageError
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(NamedTuple):
     """One containerd release line and the facts that decide what it loads."""
 
     name: str
@@ -131,8 +129,7 @@ def line_for_release(release: tuple[int, int]) -> tuple[Line, str | None]:
     return line, f"containerd {shown} is read as {line.name}, the nearest line gpuready models"
 
 
-@dataclass(frozen=True)
-class NodeLine:
+class NodeLine(NamedTuple):
     """The line a node runs, the release it was told (None when only a file's version spoke),
     where that came from, and a note when the release is read as another line."""
 

@@ -8,8 +8,7 @@ evidence, so ``doctor`` can say what it found and why, and the other owners that
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
@@ -20,13 +19,12 @@ from gpuready.owners.table import OWNERS, PLAIN, Marker, Owner, owner_named
 MARKER_READ_LIMIT = 64 * 1024
 
 
-@dataclass(frozen=True)
-class Detection:
+class Detection(NamedTuple):
     """The owner chosen for a node, why, and which other owners left traces."""
 
     owner: Owner
     evidence: tuple[str, ...]
-    others: tuple[tuple[Owner, tuple[str, ...]], ...] = field(default=())
+    others: tuple[tuple[Owner, tuple[str, ...]], ...] = ()
     overridden: bool = False
 
     def reasons(self) -> str:
