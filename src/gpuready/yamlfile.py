@@ -205,8 +205,10 @@ def construct(node: Any) -> Any:
     if node is None:
         return None
     if _stock_constructors():
+        import yaml
+
         try:
-            return _plain(node, set(), 0)
+            return _plain(node, set(), 0, yaml)
         except _NotPlain:
             pass
     # A loader that constructed a document to its end is as new (construct_document clears
@@ -244,13 +246,12 @@ def _stock_constructors() -> bool:
             and found.get(_BOOL) is Stock.construct_yaml_bool)
 
 
-def _plain(node: Any, seen: set[int], depth: int) -> Any:
+def _plain(node: Any, seen: set[int], depth: int, yaml: Any) -> Any:
     """What the safe constructor makes of a document of strings, nulls, booleans, lists and
     mappings with string keys, built directly (the constructor's generic machinery costs more
     than the data); raises :class:`_NotPlain` at anything else: another tag, a key that is not
-    a string (a merge key among them), a node reached twice (an alias), or deep nesting."""
-    import yaml
-
+    a string (a merge key among them), a node reached twice (an alias), or deep nesting.
+    ``yaml``: the module (imported once by the caller, not at every node)."""
     kind = type(node)
     if kind is yaml.ScalarNode:
         if node.tag == _STR:
@@ -266,13 +267,13 @@ def _plain(node: Any, seen: set[int], depth: int) -> Any:
         raise _NotPlain
     seen.add(id(node))
     if kind is yaml.SequenceNode and node.tag == _SEQ:
-        return [_plain(item, seen, depth + 1) for item in node.value]
+        return [_plain(item, seen, depth + 1, yaml) for item in node.value]
     if kind is yaml.MappingNode and node.tag == _MAP:
         data: dict[str, Any] = {}
         for key, value in node.value:
             if type(key) is not yaml.ScalarNode or key.tag != _STR:
                 raise _NotPlain
-            data[key.value] = _plain(value, seen, depth + 1)
+            data[key.value] = _plain(value, seen, depth + 1, yaml)
         return data
     raise _NotPlain
 

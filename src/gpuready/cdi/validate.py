@@ -325,12 +325,13 @@ def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
     them.
     """
     text = node.read_text(path, kind=FileKind.CDI_SPEC)
-    key = (text, path.suffix == ".json")
+    as_json = path.suffix == ".json"
+    key = (text, as_json)
     clean = sametext.get("cdi-spec", key)
     if clean is not None:
         kind, devices = clean
         return SpecFile(path, [], kind, list(devices))
-    spec = None if path.suffix == ".json" else _clean_yaml_spec(text, str(path))
+    spec = None if as_json else _clean_yaml_spec(text, str(path))
     if spec is not None:
         problems: list[Problem] = []
     else:  # a problem to report (or a text the short way does not take): read with positions
@@ -420,7 +421,7 @@ def scan(paths: Sequence[Path | str], *, missing_ok: bool = False, node: Node = 
     """
     result = Scan()
     groups: list[list[SpecFile]] = []
-    for path in map(Path, paths):
+    for path in (path if isinstance(path, Path) else Path(path) for path in paths):
         group = _read_group(path, result, missing_ok=missing_ok, node=node)
         if group is not None:
             groups.append(group)

@@ -121,7 +121,7 @@ def _forked(check, sources: list[NodeSource], *, workers: int) -> Iterator[NodeR
     from multiprocessing.connection import wait
 
     context = multiprocessing.get_context("fork")
-    chunks = [sources[start:start + CHUNK] for start in range(0, len(sources), CHUNK)]
+    chunks = _chunks(sources, workers=workers)
     upcoming = iter(range(len(chunks)))
     links: list = []
     processes: list = []
@@ -163,6 +163,15 @@ def _forked(check, sources: list[NodeSource], *, workers: int) -> Iterator[NodeR
                 process.join()
         for link in links:
             link.close()
+
+
+def _chunks(sources: list[NodeSource], *, workers: int) -> list[list[NodeSource]]:
+    """``sources`` in chunks of :data:`CHUNK`, the last ones smaller: when one worker takes
+    the last chunk, the others are left with little to finish after it."""
+    tail = max(len(sources) - workers * _AHEAD * CHUNK, 0) // CHUNK * CHUNK
+    size = max(CHUNK // 4, 1)
+    return ([sources[start:start + CHUNK] for start in range(0, tail, CHUNK)]
+            + [sources[start:start + size] for start in range(tail, len(sources), size)])
 
 
 def _received(link) -> tuple[int, list[NodeResult]]:

@@ -109,14 +109,20 @@ def discover(paths: list[Path]) -> list[NodeSource]:
         elif is_node_folder(path):
             found.append(NodeSource(str(path), path))
         elif path.is_dir():
+            # sorted by name: the order of the paths themselves, for entries of one folder
             found.extend(
                 NodeSource(str(child), child)
-                for child in sorted(path.iterdir())
-                if child.is_dir() and is_node_folder(child)
+                for child in sorted(path.iterdir(), key=_name)
+                if (child / CONTAINERD_FOLDER).is_dir() or (child.is_dir()
+                                                             and is_node_folder(child))
             )
         else:
             found.append(NodeSource(str(path), path))  # missing: reported as unreadable
     return found
+
+
+def _name(path: Path) -> str:
+    return path.name
 
 
 def check_node(
