@@ -6,7 +6,9 @@ expand to more than :data:`MAX_EXPANDED_NODES` nodes (a "billion laughs" documen
 whose aliases expand to billions of nodes for every walk over the data), are refused with one
 line. That walk and the composing use libyaml's parser when PyYAML has it (an order of magnitude
 faster); a text libyaml refuses is composed again by PyYAML's own parser, whose error messages
-are the ones users see.
+are the ones users see. With libyaml, a text is first composed and its nodes counted: one
+without aliases, shallow and small, is within both bounds as the walk would find, and is parsed
+once; any other takes the walk.
 """
 
 from __future__ import annotations
