@@ -1,6 +1,8 @@
 """The command line: parses arguments, runs one command, prints, and exits.
 
-Each command lives in its own ``cmd_*.py`` module that defines ``register(subparsers)``; those
-modules import only ``argparse`` at load time, so ``gpuready --help`` stays fast, and import the
-work they wire up inside their ``run`` functions.
+Each command lives in its own ``cmd_*.py`` module that defines ``register(subparsers)``, listed
+with its one-line summary in :mod:`gpuready.cli.commands`. A run imports the module of the
+command it runs and no other (``--help`` lists them all from the table and imports none); a
+command module imports only ``argparse`` at load time and the work it wires up inside its
+``run`` function.
 """
