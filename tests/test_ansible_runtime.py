@@ -10,6 +10,7 @@ mode, the first run, the second run, then ``state: absent`` in check mode, twice
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -178,6 +179,8 @@ def test_absent_takes_back_exactly_what_was_added_and_twice_changes_nothing(node
     for host in HOSTS:
         assert result.stats[host]["changed"] == (0 if host == BROKEN else 1), host
         assert tree(nodes.root(host)) == nodes.originals[host], host
+        # the conf.d gpuready created for the default drop-in goes with it, as on the CLI
+        assert not (nodes.root(host) / DEFAULT_DROP_IN).parent.exists(), host
     again = run(nodes, "absent-again.yml", state="absent")
     assert not again.failures(), again.failures()
     for host in HOSTS:
@@ -200,3 +203,27 @@ def test_a_drop_in_path_holding_the_operators_file_fails_that_host_alone(nodes):
     assert tree(nodes.root(ours)) == before
     assert result.stats[theirs]["changed"] == 1
     assert (nodes.root(theirs) / DEFAULT_DROP_IN).read_text().startswith("# Written by gpuready")
+
+
+def test_a_conf_d_the_operator_made_stays_and_one_gpuready_made_goes(tmp_path):
+    """Two hosts register in the default drop-in and take it back: the one without conf.d gets
+    it, recorded as gpuready's, and loses it again; the operator's empty conf.d stays."""
+    theirs, ours = "made-by-operator", "made-by-gpuready"
+    found = fleet(tmp_path, [theirs, ours], {host: {"drop_in": "true"} for host in (theirs, ours)})
+    for host in (theirs, ours):
+        found.config(host).parent.mkdir(parents=True)
+        shutil.copyfile(LAB_BASE, found.config(host))
+    (found.root(theirs) / DEFAULT_DROP_IN).parent.mkdir()
+    present = found.run(found.playbook("present.yml", PLAYBOOK))
+    assert not present.failures(), present.failures()
+    records = {host: json.loads(found.config(host).with_name("config.toml.gpuready.json")
+                                .read_text())["files"] for host in (theirs, ours)}
+    drop_in = "/" + DEFAULT_DROP_IN
+    assert "folders" not in records[theirs][drop_in]
+    assert records[ours][drop_in]["folders"] == ["/etc/containerd/conf.d"]
+    absent = found.run(found.playbook("absent.yml", PLAYBOOK), "-e", "wanted=absent")
+    assert not absent.failures(), absent.failures()
+    assert (found.root(theirs) / DEFAULT_DROP_IN).parent.is_dir()
+    assert not (found.root(ours) / DEFAULT_DROP_IN).parent.exists()
+    for host in (theirs, ours):
+        assert found.config(host).read_bytes() == LAB_BASE.read_bytes()

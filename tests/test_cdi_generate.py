@@ -23,6 +23,15 @@ VERSION = "550.54.15"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
 
+@pytest.fixture(autouse=True)
+def node_tmp_path(tmp_path: Path) -> Path:
+    """Each test's folder is a node: an ``etc/`` (empty), as ``--root`` requires; and so is
+    ``node/`` inside it."""
+    for node in (tmp_path, tmp_path / "node"):
+        (node / "etc").mkdir(parents=True)
+    return tmp_path
+
+
 def cli(*argv: str) -> tuple[int, str, str]:
     """Run ``gpuready`` in-process with the cdi command; return (exit code, stdout, stderr)."""
     out, err = io.StringIO(), io.StringIO()

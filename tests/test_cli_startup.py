@@ -31,7 +31,7 @@ def test_help_lists_every_command_and_the_exit_codes() -> None:
     assert result.code == 0
     for command in ("setup", "configure", "check"):
         assert command in result.out
-    assert "exit codes:" in result.out and "default_runtime_name stays runc" in result.out
+    assert "exit codes (" in result.out and "default_runtime_name stays runc" in result.out
 
 
 def test_unknown_option_is_a_usage_error_with_exit_2() -> None:

@@ -116,3 +116,39 @@ def test_reserved_names_are_refused(node: Path) -> None:
 def test_live_verification_is_not_claimed(node: Path) -> None:
     result = run_cli("verify", "--live", "--engine", "crio", "--root", str(node))
     assert result.code == 2 and "does not claim live verification" in result.err
+
+
+MISSING_BINARIES = """\
+[crio.runtime]
+default_runtime = "crun"
+
+[crio.runtime.runtimes.crun]
+runtime_path = "/usr/bin/crun"
+runtime_type = "oci"
+
+[crio.runtime.runtimes.nvidia]
+runtime_path = "/usr/local/nvidia/toolkit/nvidia-container-runtime"
+runtime_type = "oci"
+
+[crio.runtime.runtimes.kata]
+runtime_path = "/opt/kata/bin/kata-runtime"
+runtime_type = "vm"
+"""
+
+
+def test_a_missing_runtime_binary_gets_the_remedy_for_that_binary(tmp_path: Path) -> None:
+    (tmp_path / "etc" / "crio" / "crio.conf.d").mkdir(parents=True)
+    (tmp_path / "etc" / "crio" / "crio.conf").write_text(MISSING_BINARIES)
+    result = run_cli("lint", "--engine", "crio", "--root", str(tmp_path))
+    assert result.code == 1, result.out + result.err
+    fixes = {}
+    for problem, fix in zip(result.out.splitlines(), result.out.splitlines()[1:]):
+        if "crio-runtime-path-invalid" in problem:
+            fixes[problem.split("runtime '")[1].split("'")[0]] = fix.strip()
+    # crun is a package of its own: the NVIDIA Container Toolkit does not bring it
+    assert fixes["crun"] == ("fix: install crun, a package of its own (apt-get install crun, or "
+                             "dnf install crun), or set runtime_path to where crun is installed")
+    assert fixes["nvidia"] == (
+        "fix: install the NVIDIA Container Toolkit, which provides nvidia-container-runtime, "
+        "or set runtime_path to where nvidia-container-runtime is installed")
+    assert "Toolkit" not in fixes["kata"] and "install kata-runtime" in fixes["kata"]

@@ -117,3 +117,64 @@ def test_a_spelling_fix_of_the_default_runtime_is_not_a_change(tmp_path):
     result = run_cli("lint", "--fix", str(config))
     assert result.code in (0, 1), result.err
     assert runc_options(config, "v2")["SystemdCgroup"] is True
+
+
+CORPUS = DATA / "corpus-real"
+AKS_GPU = CORPUS / "aks-agentbaker-gpu-v2.toml"  # AKS's default runtime: nvidia-container-runtime
+BOTTLEROCKET_NVIDIA = CORPUS / "bottlerocket-k8s-nvidia.toml"  # its default: nvidia (nvidia-oci)
+OPERATOR_BINARY = "/usr/local/nvidia/toolkit/nvidia-container-runtime"  # the GPU Operator's
+
+
+def _refused(config: Path, *args: str) -> str:
+    """The one-line refusal of ``configure`` on ``config``; nothing written."""
+    before = config.read_bytes()
+    result = run_cli("configure", "--config", str(config), "--containerd-version", "1.7", *args)
+    assert result.code == 2, result.out + result.err
+    assert len(result.err.strip().splitlines()) == 1 and "Traceback" not in result.err
+    assert config.read_bytes() == before
+    return result.err
+
+
+def test_aks_gpu_node_is_told_its_default_already_runs_the_nvidia_runtime(tmp_path):
+    """AKS (AgentBaker) makes the NVIDIA runtime the default itself: registering that runtime
+    with other settings is refused, and the advice is not to register it under the name it
+    already has."""
+    config = tmp_path / "config.toml"
+    shutil.copyfile(AKS_GPU, config)
+    err = _refused(config, "--runtime-name", "nvidia-container-runtime",
+                   "--binary", OPERATOR_BINARY)
+    assert "refusing to change how the default runtime 'nvidia-container-runtime' runs" in err
+    assert ("default runtime 'nvidia-container-runtime' already runs the NVIDIA runtime "
+            "(BinaryName '/usr/bin/nvidia-container-runtime')") in err
+    assert "nothing to register" in err
+    assert "--runtime-name nvidia," in err  # another name, beside it
+    assert "under its own name" not in err and "--runtime-name nvidia-container-runtime" not in err
+
+
+def test_a_default_runtime_already_named_nvidia_is_not_told_to_use_that_name(tmp_path):
+    """AKS's GPU config with its runtime named ``nvidia`` (the default is then ``nvidia``), and
+    Bottlerocket's NVIDIA variant (default ``nvidia``, through ``nvidia-oci``): the plain
+    ``configure`` (``--runtime-name nvidia``) may not change it, and the refusal must not say
+    "register it under its own name (--runtime-name nvidia)", the name it already has."""
+    aks = tmp_path / "aks.toml"
+    aks.write_text(AKS_GPU.read_text().replace('"nvidia-container-runtime"', '"nvidia"')
+                   .replace("runtimes.nvidia-container-runtime", "runtimes.nvidia"))
+    assert tomllib.loads(aks.read_text())["plugins"]["io.containerd.grpc.v1.cri"]["containerd"][
+        "default_runtime_name"] == "nvidia"
+    bottlerocket = tmp_path / "bottlerocket.toml"
+    shutil.copyfile(BOTTLEROCKET_NVIDIA, bottlerocket)
+    for config, args, binary in ((aks, ("--binary", OPERATOR_BINARY),
+                                  "/usr/bin/nvidia-container-runtime"),
+                                 (bottlerocket, (), "nvidia-oci")):
+        err = _refused(config, *args)
+        assert "refusing to change how the default runtime 'nvidia' runs" in err
+        assert (f"This node's default runtime 'nvidia' already runs the NVIDIA runtime "
+                f"(BinaryName '{binary}')") in err
+        assert "nothing to register" in err and "--runtime-name nvidia-gpu" in err
+        assert "(--runtime-name nvidia)" not in err and "under its own name" not in err
+
+
+def test_registering_over_runc_still_names_the_nvidia_runtime_name(tmp_path):
+    config = copy_of(tmp_path, "v2")
+    err = _refused(config, "--runtime-name", "runc")
+    assert "Register the NVIDIA runtime under its own name (--runtime-name nvidia)" in err

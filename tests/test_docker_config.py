@@ -190,6 +190,7 @@ def test_enable_cdi_on_a_docker_that_reads_it_and_one_that_does_not() -> None:
 
 def test_a_missing_file_is_created_and_its_writes_are_safe(tmp_path: Path) -> None:
     path = tmp_path / "etc" / "docker" / "daemon.json"
+    path.parent.parent.mkdir()  # a node's root: etc/ there, etc/docker/ not yet
     result = run_cli("configure", "--engine", "docker", "--root", str(tmp_path))
     assert result.code == 0, result.err
     assert json.loads(path.read_text()) == {"runtimes": {"nvidia": NVIDIA.entry()}}

@@ -102,6 +102,7 @@ def test_relative_and_nested_imports_are_followed_once(tmp_path):
 
 
 def test_missing_config_is_exit_2(tmp_path, capsys):
+    (tmp_path / "etc").mkdir()
     code, out, err = run_cli(["doctor", "--root", str(tmp_path)], capsys)
     assert code == 2 and out == "" and "config.toml: no such file" in err
 

@@ -205,3 +205,112 @@ def test_the_default_drop_in_path_is_under_the_root(tmp_path: Path) -> None:
     # the drop-in is the node's: its comment names the main file as the node sees it
     assert "# imported by /etc/containerd/config.toml." in drop_in
     assert str(root) not in drop_in
+
+
+# -- unconfigure takes away the folders gpuready created for a drop-in -------------------------
+
+
+def _root_with_config(tmp_path: Path) -> tuple[Path, Path]:
+    root = tmp_path / "root"
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    shutil.copyfile(LAB_BASE, config)
+    return root, config
+
+
+def _tree(root: Path) -> list[str]:
+    """Every file and folder under ``root``."""
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+
+
+def _run(*args: str):
+    result = run_cli(*args, "--containerd-version", "2.1")
+    assert result.code == 0, result.out + result.err
+    return result
+
+
+@pytest.mark.parametrize("drop_in", [None, "/etc/containerd/gpu/drop-ins/99-nvidia.toml"],
+                         ids=["default-conf.d", "two-new-folders"])
+def test_unconfigure_removes_the_folders_gpuready_created(tmp_path: Path, drop_in) -> None:
+    root, config = _root_with_config(tmp_path)
+    before = _tree(root)
+    _run("configure", "--root", str(root), "--drop-in", *([drop_in] if drop_in else []))
+    written = Path(drop_in or "/etc/containerd/conf.d/99-nvidia.toml")
+    assert (root / written.relative_to("/")).is_file()
+    record = json.loads((root / "etc/containerd/config.toml.gpuready.json").read_text())
+    created = [str(folder) for folder in written.parents if str(folder) not in ("/", "/etc",
+                                                                               "/etc/containerd")]
+    assert record["files"][str(written)]["folders"] == sorted(created)  # node paths, top down
+
+    dry = _run("unconfigure", "--root", str(root), "--dry-run")
+    shown = ", ".join(str(root) + folder for folder in reversed(sorted(created)))
+    assert f"note: {shown}: the folder{'s' if len(created) > 1 else ''} gpuready created" in dry.out
+    assert (root / written.relative_to("/")).is_file()  # a dry run removes nothing
+    _run("unconfigure", "--root", str(root))
+    assert _tree(root) == before  # no drop-in, no empty folder, no backup, no record
+    assert config.read_bytes() == LAB_BASE.read_bytes()
+
+
+def test_a_folder_the_operator_made_stays_even_empty(tmp_path: Path) -> None:
+    root, _ = _root_with_config(tmp_path)
+    (root / "etc/containerd/conf.d").mkdir()  # made by the operator, before gpuready
+    before = _tree(root)
+    _run("configure", "--root", str(root), "--drop-in")
+    record = json.loads((root / "etc/containerd/config.toml.gpuready.json").read_text())
+    assert "folders" not in record["files"]["/etc/containerd/conf.d/99-nvidia.toml"]
+    undone = _run("unconfigure", "--root", str(root))
+    assert "the folder gpuready created" not in undone.out
+    assert _tree(root) == before and (root / "etc/containerd/conf.d").is_dir()
+
+
+def test_a_folder_gpuready_created_that_holds_other_files_stays(tmp_path: Path) -> None:
+    root, _ = _root_with_config(tmp_path)
+    _run("configure", "--root", str(root), "--drop-in")
+    theirs = root / "etc/containerd/conf.d/50-mirrors.toml"
+    theirs.write_text("version = 2\n")  # the operator's file, put there since
+    _run("unconfigure", "--root", str(root))
+    assert not (root / "etc/containerd/conf.d/99-nvidia.toml").exists()
+    assert sorted(p.name for p in theirs.parent.iterdir()) == ["50-mirrors.toml"]
+
+
+@pytest.mark.parametrize(("file", "folder"), [
+    ("/etc/containerd/conf.d/99-nvidia.toml", "/var/lib/kubelet"),
+    ("/etc/containerd/conf.d/99-nvidia.toml", "/"),
+    ("/etc/containerd/conf.d/99-nvidia.toml", "/etc/containerd/conf.d/../.."),
+    ("/etc/containerd/conf.d/99-nvidia.toml", "etc/containerd/conf.d"),
+    ("/etc/containerd/config.toml", "/etc/containerd"),  # a file gpuready did not create
+])
+def test_a_record_naming_a_folder_gpuready_did_not_create_is_refused(
+    tmp_path: Path, file: str, folder: str
+) -> None:
+    root, config = _root_with_config(tmp_path)
+    _run("configure", "--root", str(root), "--drop-in")
+    (root / "var/lib/kubelet").mkdir(parents=True)  # an empty folder that is not gpuready's
+    record_file = root / "etc/containerd/config.toml.gpuready.json"
+    record = json.loads(record_file.read_text())
+    record["files"][file]["folders"] = [folder]
+    record_file.write_text(json.dumps(record))
+    before = _tree(root)
+    result = run_cli("unconfigure", "--root", str(root), "--containerd-version", "2.1")
+    assert result.code == 2, result.out + result.err
+    assert "gpuready record refused" in result.err and len(result.err.splitlines()) == 1
+    assert _tree(root) == before
+
+
+def test_a_rolled_back_unconfigure_puts_the_folder_back_with_the_drop_in(tmp_path: Path) -> None:
+    """What ``unconfigure --restart`` does when containerd does not come back: every file put
+    back, the drop-in too, whose folder the unconfigure had removed."""
+    from gpuready.changeset import locked_all, put_back
+    from gpuready.workflow.daytwo import NodeConfig, plan_unconfigure_node, write
+
+    root, config = _root_with_config(tmp_path)
+    _run("configure", "--root", str(root), "--drop-in")
+    configured = {name: (root / name).read_bytes() for name in _tree(root)
+                  if (root / name).is_file()}
+    node = NodeConfig(config=config, root=root, major=2)
+    with locked_all([config, root / "etc/containerd/conf.d/99-nvidia.toml"], node=node.node):
+        written = write(plan_unconfigure_node(node), node=node)
+        assert not (root / "etc/containerd/conf.d").exists()
+        put_back(written, node=node.node)
+    assert {name: (root / name).read_bytes() for name in _tree(root)
+            if (root / name).is_file()} == configured

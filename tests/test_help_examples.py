@@ -15,6 +15,7 @@ COMMANDS = [
     ["cdi"],
     ["cdi", "validate"],
     ["cdi", "generate"],
+    ["cdi", "refresh"],
     ["cdi", "list"],
 ]
 

@@ -60,7 +60,7 @@ def _lint_fix(root: Path) -> list[str]:
 
 
 def _cdi_generate(root: Path) -> list[str]:
-    root.mkdir(parents=True)
+    (root / "etc").mkdir(parents=True)
     return ["cdi", "generate", "--root", str(root), "--gpus", "8", "--no-hooks"]
 
 

@@ -95,6 +95,7 @@ def test_v3_snippet_pasted_into_v2_file_is_found(tmp_path, node_root, capsys):
 def test_string_bool_in_a_misplaced_runtime_is_reported_too(header, tmp_path, capsys):
     path = tmp_path / "config.toml"
     path.write_text(f'version = 2\n{header}\n  BinaryName = "/bin/sh"\n  SystemdCgroup = "true"\n')
+    (tmp_path / "etc").mkdir()  # the folder is the node: --root needs an etc/
     code, out, _ = run_cli(["lint", "--root", str(tmp_path), str(path)], capsys)
     assert code == 1
     assert f"{path}:4:3: error bool-as-string: SystemdCgroup is the string 'true'" in out

@@ -29,6 +29,7 @@ BOTH_SPELLINGS = (
 
 
 def fix(path, capsys, *extra: str) -> tuple[int, str]:
+    (path.parent / "etc").mkdir(exist_ok=True)  # the folder is the node: --root needs an etc/
     code, out, _ = run_cli(["lint", "--fix", "--root", str(path.parent), *extra, str(path)], capsys)
     return code, out
 
@@ -119,6 +120,7 @@ def test_valid_toml_of_an_unexpected_shape_is_reported_not_a_crash(
 ):
     path = tmp_path / "config.toml"
     path.write_text(text)
+    (tmp_path / "etc").mkdir()
     argv = [*command, "--root", str(tmp_path)]
     argv += ["--config", str(path), "--containerd-version", "1.7"] if command == ["doctor"] else [
         str(path)

@@ -164,7 +164,7 @@ def test_restart_refuses_a_version_the_installed_containerd_does_not_read(
     shutil.copyfile(LAB_BASE, config)
     result = run_cli("migrate", "--to", "3", "--config", str(config), "--restart",
                      "--restart-command", "false", "--address", f"unix://{tmp_path}/none.sock")
-    assert result.code == 1, result.out + result.err
+    assert result.code == 2, result.out + result.err  # refused before writing
     # the never-break gate, in the pre-flight: the installed 1.x reads versions 1 and 2 only
     assert "[FAILED] pre-flight:" in result.out
     assert "reads config versions 1 and 2" in result.out

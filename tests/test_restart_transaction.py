@@ -14,15 +14,14 @@ import pytest
 from gpuready.compat import tomllib
 from gpuready.cri.client import CriClient
 from gpuready.cri.live import parse_live_config
-from tests.harness.containerd import lab_config
+from tests.harness.containerd import lab_config, short_tempdir
 from tests.harness.restartable import RestartableContainerd
-from tests.helpers import require_binary, run_cli
+from tests.harness.standin import write_standin
+from tests.helpers import BUSYBOX, require_binary, run_cli
 
 pytestmark = pytest.mark.containerd
 
 CRI = "io.containerd.grpc.v1.cri"
-
-
 
 
 def live_runtimes(daemon: RestartableContainerd) -> set[str]:
@@ -58,6 +57,27 @@ def test_configure_restarts_verifies_and_probes(daemon: RestartableContainerd) -
     assert "nothing to change; containerd not restarted" in again.out
     second = daemon.pid
     assert second != first and daemon.pid == second
+
+
+def test_probe_image_build_lets_the_probe_run_on_a_node_without_the_pause_image(
+    probe_archive: Path,
+) -> None:
+    """On a node that cannot pull its pause image (air-gapped), ``--probe`` alone fails and
+    rolls the good change back; ``--probe-image build`` imports a stand-in, as ``verify`` does."""
+    require_binary("containerd")
+    folder = short_tempdir()
+    write_standin(folder / "standin", log=folder / "standin.log")
+    started = RestartableContainerd(lab_config(folder), folder)
+    try:
+        started.start()
+        result = transaction(started, "configure", "--binary", str(folder / "standin"), "--probe",
+                             "--probe-image", "build", "--probe-binary", str(BUSYBOX))
+        assert result.code == 0, result.out + result.err
+        assert "[ok] probe" in result.out, result.out
+        assert live_runtimes(started) == {"runc", "nvidia"}
+        assert "create" in (folder / "standin.log").read_text()  # the probe ran through it
+    finally:
+        started.remove()
 
 
 def test_a_failing_restart_is_rolled_back_by_itself(daemon: RestartableContainerd) -> None:
@@ -96,7 +116,7 @@ def test_a_candidate_containerd_does_not_load_is_never_written(
     first = daemon.pid
     result = transaction(daemon, "configure", "--drop-in", str(conf_d / "99-nvidia.toml"),
                          "--binary", str(daemon.folder / "standin"))
-    assert result.code == 1, result.out + result.err
+    assert result.code == 2, result.out + result.err  # a refusal with nothing written
     # the never-break gate finds it first (as the node's own config dump would: 1.6 here)
     assert "[FAILED] pre-flight:" in result.out
     assert "runtime 'nvidia' would not be loaded; nothing written" in result.out

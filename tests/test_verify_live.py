@@ -193,11 +193,13 @@ def test_air_gapped_pause_image_hint_then_built_image(capsys, monkeypatch, start
     missing = verify(capsys, monkeypatch, daemon, "--probe", "--probe-timeout", "30")
     assert missing.code == 1
     assert f"the pause image {image} is not on the node" in missing.out
-    assert "ctr -n k8s.io images import" in missing.out
+    # the command to paste names this containerd's socket (ctr asks the default one otherwise)
+    assert f"ctr --address {daemon.socket} -n k8s.io images import pause.tar" in missing.out
 
     built = verify(capsys, monkeypatch, daemon, "--probe", "--probe-image", "build")
     assert built.code == 0, built.out + built.err
     assert f"pause image {image}" in built.out
+    assert f"ctr --address {daemon.socket} -n k8s.io images rm {image} removes it" in built.out
     assert probe_sandboxes_left(daemon) == []
 
 
@@ -309,3 +311,18 @@ def test_runtimeclass_handler_added_without_restart_says_so(
     assert "handler nvidia-cdi is not a loaded runtime" in result.out
     assert f"on disk, not live: {lab_containerd.config_path} registers it" in result.out
     assert "restart containerd" in result.out
+
+
+def test_containerd_address_is_read_as_ctr_reads_it(capsys, monkeypatch, lab_containerd):
+    """``CONTAINERD_ADDRESS`` (a socket path, as ``ctr`` takes it) names containerd when no
+    ``--address`` is given; an explicit ``--address`` wins over it."""
+    monkeypatch.setenv("CONTAINERD_ADDRESS", lab_containerd.address.removeprefix("unix://"))
+    argv = ("verify", "--live", "--config", str(lab_containerd.config_path))
+    result = run_cli(capsys, monkeypatch, *argv)
+    assert result.code == 0, result.out + result.err
+    assert f"pid {lab_containerd.pid}" in result.out
+    wrong = f"unix://{lab_containerd.folder}/no-such.sock"
+    assert run_cli(capsys, monkeypatch, *argv, "--address", wrong, "--timeout", "1").code == 3
+    monkeypatch.setenv("CONTAINERD_ADDRESS", "tcp://127.0.0.1:1")
+    result = run_cli(capsys, monkeypatch, *argv)
+    assert result.code == 2 and "CONTAINERD_ADDRESS=tcp://127.0.0.1:1" in result.err

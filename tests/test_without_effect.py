@@ -92,6 +92,7 @@ def test_a_drop_in_no_import_reaches_is_reported(tmp_path: Path) -> None:
 def test_a_working_copy_outside_containerds_folder_is_not_judged(tmp_path: Path) -> None:
     path = tmp_path / "copy.toml"
     path.write_text("version = 2\n")
+    (tmp_path / "etc").mkdir()  # the folder is the node: --root needs an etc/
     assert run_cli("configure", "--root", str(tmp_path), "--config", str(path)).code == 0
 
 

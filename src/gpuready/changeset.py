@@ -98,6 +98,9 @@ def put_back(plans: Sequence[Plan], *, node: Node, backups: Iterable[Path] = ())
             if target.exists():
                 target.unlink()
         else:
+            # the folder of a removed file may have gone with it (unconfigure removes the empty
+            # folders gpuready created): it comes back with the file
+            target.parent.mkdir(parents=True, exist_ok=True)
             fsio.write_atomic(target, plan.before.encode("utf-8"))
     for backup in backups:
         if backup.exists():

@@ -22,6 +22,30 @@ class ExitCode(IntEnum):
     UNREACHABLE = 3
 
 
+# The one exit-code contract of every command and engine: the README's table, the epilog of every
+# ``--help`` and the exit-code test are all read from here.
+EXIT_CODES: tuple[tuple[ExitCode, str], ...] = (
+    (ExitCode.OK, "done: every check passed, or there was nothing to do"),
+    (ExitCode.CHECK_FAILED, "a finding: a lint error, a failed check or verification, a refused "
+                            "reload or a rolled-back --restart (every file put back)"),
+    (ExitCode.BAD_INPUT, "bad input, usage or a refusal (a missing or unreadable file, a config "
+                         "that cannot be edited safely, the never-break gate); nothing was "
+                         "written"),
+    (ExitCode.UNREACHABLE, "the container runtime could not be reached"),
+)
+
+
+def exit_code_help() -> str:
+    """The exit-code table as ``--help`` shows it, under an ``exit codes:`` heading."""
+    import textwrap
+
+    rows = (textwrap.fill(meaning, width=92, break_on_hyphens=False,
+                          initial_indent=f"  {int(code)}  ", subsequent_indent="     ")
+            for code, meaning in EXIT_CODES)
+    return "exit codes (with --format json an error is a JSON object with exit_code and error):\n" \
+        + "\n".join(rows)
+
+
 class GpureadyError(Exception):
     """Base class: a problem that ends a command with a one-line message."""
 
@@ -64,6 +88,11 @@ class InputError(GpureadyError):
             if self.column is not None:
                 where += f":{self.column}"
         return f"{where}: {self.reason}"
+
+
+class MissingFileError(InputError):
+    """A file gpuready must read is not there (a node that was never configured, a mistyped
+    path): bad input, whatever the command, since nothing was there to judge."""
 
 
 class UnsupportedVersionError(InputError):

@@ -24,7 +24,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from gpuready.errors import InputError
+from gpuready.errors import InputError, MissingFileError
 from gpuready.textfile import decode
 
 MAX_LINKS = 40  # as Linux's ELOOP limit for one path lookup
@@ -422,7 +422,7 @@ class Node:
         try:
             before = os.lstat(real)
         except FileNotFoundError:
-            raise InputError(host_path, "no such file") from None
+            raise MissingFileError(host_path, self.missing_reason(host_path, kind)) from None
         except OSError as error:
             raise InputError(host_path, _reason(error)) from None
         _require_regular(before, host_path)
@@ -445,6 +445,26 @@ class Node:
                 kind is not FileKind.PACKAGE_DATABASE):  # within the budget: bounded
             self._contents[real] = data
         return data
+
+    def missing_reason(self, host_path: Path | str, kind: FileKind) -> str:
+        """Why a missing file matters: for containerd's main config, what containerd runs
+        without one and which command writes it."""
+        from gpuready.paths import CONTAINERD_CONFIG
+
+        root = "" if self.is_host else f" --root {self.root}"
+        if kind is FileKind.CONFIG and self.node_path(host_path) == CONTAINERD_CONFIG:
+            return ("no such file: without it containerd runs its built-in defaults ('containerd "
+                    "config default' prints them), which register no NVIDIA runtime; "
+                    f"'gpuready setup{root}' writes it")
+        if kind is FileKind.DOCKER_CONFIG and self._is_daemon_json(host_path):
+            return ("no such file: without it dockerd runs its defaults, which register no NVIDIA "
+                    f"runtime; 'gpuready setup --engine docker{root}' writes it")
+        return "no such file"
+
+    def _is_daemon_json(self, host_path: Path | str) -> bool:
+        from gpuready.engines.docker.facts import DAEMON_JSON
+
+        return self.node_path(host_path) == DAEMON_JSON
 
     def _charge(self, real: str, size: int, kind: FileKind, shown: Path | str) -> None:
         """Count a file of ``size`` bytes against the budget, or refuse it when it would pass."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from gpuready.compat import StrEnum
@@ -44,13 +43,28 @@ def has_errors(problems: list[Problem]) -> bool:
     return any(p.severity is Severity.ERROR for p in problems)
 
 
-@dataclass
 class Report:
-    """What a run of the rules found, and which files it read."""
+    """What a run of the rules found, and which files it read.
 
-    problems: list[Problem] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-    importing: list[str] = field(default_factory=list)  # files read alone that import others
+    A plain class rather than a dataclass: every lint run makes one, and importing
+    ``dataclasses`` (with ``inspect``) costs more than the lint of a small file.
+    """
+
+    __slots__ = ("files", "importing", "problems")
+
+    def __init__(self, problems: list[Problem] | None = None, files: list[str] | None = None,
+                 importing: list[str] | None = None) -> None:
+        self.problems = [] if problems is None else problems
+        self.files = [] if files is None else files
+        self.importing = [] if importing is None else importing  # files read alone that import
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Report) and (self.problems, self.files, self.importing) == (
+            other.problems, other.files, other.importing)
+
+    def __repr__(self) -> str:
+        return (f"Report(problems={self.problems!r}, files={self.files!r}, "
+                f"importing={self.importing!r})")
 
     @property
     def failed(self) -> bool:

@@ -1,4 +1,5 @@
-"""Did-you-mean suggestions for misspelled keys (difflib, ignoring case and underscores)."""
+"""Did-you-mean suggestions for misspelled keys, options, commands, rules and engines (difflib,
+ignoring case, dashes and underscores)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,9 @@ def did_you_mean(word: str, candidates: Iterable[str], *, cutoff: float = CUTOFF
 
     close = difflib.get_close_matches(_folded(word), list(by_folded), n=1, cutoff=cutoff)
     return by_folded[close[0]] if close else None
+
+
+def hint(word: str, candidates: Iterable[str]) -> str:
+    """``"; did you mean 'X'?"`` to end a message about the unknown ``word``, or ``""``."""
+    guess = did_you_mean(word, candidates)
+    return f"; did you mean {guess!r}?" if guess else ""

@@ -33,8 +33,10 @@ def base_daemon_json(folder: Path) -> dict:
 class Dockerd:
     """One dockerd on ``folder/daemon.json``; ``remove()`` stops it and deletes the folder."""
 
-    def __init__(self, folder: Path, *, daemon_json: str | None = None) -> None:
+    def __init__(self, folder: Path, *, daemon_json: str | None = None,
+                 quiet: bool = False) -> None:
         self.folder = folder
+        self.quiet = quiet  # its output to /dev/null: no log for anyone to read
         self.config_path = folder / "daemon.json"
         self.socket = folder / "d.sock"
         self.pidfile = folder / "dockerd.pid"
@@ -69,7 +71,8 @@ class Dockerd:
              "--data-root", str(self.folder / "data"), "--exec-root", str(self.folder / "exec"),
              "--pidfile", str(self.pidfile), "-H", self.address,
              "--iptables=false", "--ip6tables=false", "--bridge=none", "--storage-driver=vfs"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL if self.quiet else log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
         log.close()
@@ -78,11 +81,23 @@ class Dockerd:
             if self.process.poll() is not None:
                 raise RuntimeError(f"dockerd exited ({self.process.returncode}):\n"
                                    f"{self.log_text()}")
-            if self.socket.exists() and "API listen on" in self.log_text():
+            if self.socket.exists() and ("API listen on" in self.log_text() or (
+                    self.quiet and self._answers())):
                 return self
             time.sleep(0.1)
         self.stop()
         raise RuntimeError(f"dockerd did not come up in {START_TIMEOUT:g}s:\n{self.log_text()}")
+
+    def _answers(self) -> bool:
+        """True when the API answers ``/_ping`` (how a quiet daemon is seen to be up)."""
+        import socket
+
+        with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(2.0)
+            client.connect(str(self.socket))
+            client.sendall(b"GET /_ping HTTP/1.0\r\n\r\n")
+            return b" 200 " in client.recv(64)
+        return False
 
     def reloads(self) -> int:
         """How many SIGHUP reloads dockerd has logged so far."""

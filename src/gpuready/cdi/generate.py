@@ -255,11 +255,13 @@ class SpecRequest:
 
 @dataclass(frozen=True)
 class Prepared:
-    """The spec text, the plan to write it (None for standard output), and notes for the user."""
+    """The spec text, the plan to write it (None for standard output), notes for the user, and
+    the GPUs and driver files it was built from (a :class:`NodeInventory`)."""
 
     text: str
     plan: Plan | None
     notes: tuple[str, ...]
+    found: NodeInventory | None = None
 
 
 def output_path(node: Node, output: str | None) -> Path | None:
@@ -286,12 +288,12 @@ def prepare(request: SpecRequest) -> Prepared:
         raise VerificationError(f"the generated spec is refused: {problems[0].message}")
     notes = tuple(generation_notes(found, request.options))
     if target is None:
-        return Prepared(text, None, notes)
+        return Prepared(text, None, notes, found)
     before = node.read_text_or_none(target, kind=FileKind.CDI_SPEC)
     summary = spec_summary(spec, found)
     if before == text:
         summary = f"already up to date ({summary})"
-    return Prepared(text, Plan(target, before, text, summary), notes)
+    return Prepared(text, Plan(target, before, text, summary), notes, found)
 
 
 def check_replace(plan: Plan, *, force: bool) -> None:

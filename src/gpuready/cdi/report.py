@@ -64,10 +64,9 @@ def render_validation(found: Scan, *, fmt: str = "text") -> str:
 
 
 def _error(found: Scan) -> dict[str, str]:
-    """``{"error": ...}`` naming every unreadable input, or nothing."""
-    if not found.unreadable:
-        return {}
-    return {"error": "; ".join(f"{e.message()}: unreadable" for e in found.unreadable)}
+    """``{"error": ...}`` naming every unreadable input and refused spec, or nothing."""
+    notes = scan_notes(found)
+    return {"error": "; ".join(notes)} if notes else {}
 
 
 def problem_line(problem: Problem) -> str:
@@ -87,15 +86,11 @@ def _summary(found: Scan) -> str:
             f"({counts[Severity.ERROR]} error(s), {counts[Severity.WARNING]} warning(s))")
 
 
-def list_exit_code(found: Scan, *, named: bool) -> int:
-    """``cdi list``: 2 when an input is unreadable; 1 when a spec named on the command line is
-    refused (the user asked about that file); else 0 (a refused file in the CDI folders is
-    skipped by the runtime too, and noted)."""
-    if found.unreadable:
-        return ExitCode.BAD_INPUT
-    if named and any(has_errors(spec.problems) for spec in found.specs):
-        return ExitCode.CHECK_FAILED
-    return ExitCode.OK
+def list_exit_code(found: Scan) -> int:
+    """``cdi list``: 2 when an input is unreadable; 1 when a spec is refused, named or found in
+    the CDI folders (the runtime skips it too, so its devices are missing from the list: a
+    finding); else 0."""
+    return validation_exit_code(found)
 
 
 def render_devices(found: Scan, *, fmt: str = "text", code: int = 0) -> str:

@@ -21,7 +21,6 @@ others are still checked.
 """
 
 EPILOG = """\
-exit codes: 0 no node has an error, 1 a node has an error or could not be read, 2 usage error.
 
 examples:
   ansible all -m ansible.builtin.fetch -a 'src=/etc/containerd/config.toml dest=fleet/'
@@ -72,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.jobs is not None and args.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    for path in args.paths:
+        _require_exists(Path(path))
     sources = discover([Path(p) for p in args.paths])
     if not sources:
         raise UsageError(f"no node found in {', '.join(args.paths)} (a node folder has "
@@ -89,3 +90,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_text(summary, worst=max(args.worst, 0)))
     return ExitCode.CHECK_FAILED if summary.failed else ExitCode.OK
+
+
+def _require_exists(path) -> None:
+    """Refuse a path that is not there (a mistyped fleet folder), naming the nearest sibling."""
+    import os
+
+    if os.path.lexists(path):
+        return
+    from gpuready.errors import UsageError
+    from gpuready.suggest import hint
+
+    try:
+        siblings = os.listdir(path.parent)
+    except OSError:
+        siblings = []
+    raise UsageError(f"{path}: no such file or folder{hint(path.name, siblings)}")

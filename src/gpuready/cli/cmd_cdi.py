@@ -2,7 +2,8 @@
 
 ``validate`` refuses exactly what the CDI loader refuses (and warns where SPEC.md is stricter);
 ``generate`` writes an NVIDIA spec, also on a node whose GPUs are not visible yet (``--gpus N``,
-``--inventory FILE``); ``list`` prints the fully-qualified devices a runtime would see.
+``--inventory FILE``); ``refresh`` regenerates it from the same intent when it went stale;
+``list`` prints the fully-qualified devices a runtime would see.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from gpuready.cli import common
 DESCRIPTION = """\
 validate refuses exactly what the CDI loader refuses (and warns where SPEC.md is stricter);
 generate writes an NVIDIA spec, also on a node whose GPUs are not visible yet (--gpus N,
---inventory FILE); list prints the fully-qualified devices a runtime would see.
+--inventory FILE); refresh regenerates it from the same intent when it went stale (a driver
+upgrade, removal, GPUs or MIG changed); list prints the fully-qualified devices a runtime would
+see.
 """
 
 VALIDATE_EPILOG = """\
 Without PATH, reads /etc/cdi then /var/run/cdi under --root, as the CDI cache does: only *.json
 and *.yaml files directly inside, a later folder overriding an earlier one, and the same device
 in two files of one folder a conflict.
-
-exit codes: 0 every spec valid (warnings allowed), 1 a spec the loader refuses, 2 unreadable input
 
 examples:
   gpuready cdi validate
@@ -53,6 +54,27 @@ examples:
   gpuready cdi generate --root /mnt/node-image --gpus 2 --no-hooks
 """
 
+REFRESH_EPILOG = """\
+Regenerates the spec when, and only when, it is stale (a host path it names is gone, its driver
+version or GPUs are not the node's, or it was detected from the node's GPUs and the node shows
+no driver now) or its intent changed (an option given now that differs from the one recorded,
+or the inventory file's content). A fresh spec is not rewritten and keeps its mtime. The intent
+(--gpus, --inventory and its SHA-256, the name strategies, hooks, the driver root, what was
+detected) is the one 'cdi generate' recorded in <spec>.gpuready.intent; an option given here
+replaces it. Exit 1 when the spec stays stale after regenerating it from its intent.
+
+--install-units writes /etc/systemd/system/gpuready-cdi-refresh.service (runs this refresh at
+boot before containerd, Docker and CRI-O) and gpuready-cdi-refresh.path (runs it when
+/lib/modules/<kernel>/modules.dep or the driver's library folder changes), recorded for
+'gpuready unconfigure'. Enable them with systemctl.
+
+examples:
+  gpuready cdi refresh
+  gpuready cdi refresh --dry-run
+  gpuready cdi refresh --gpus 8 --format json
+  gpuready cdi refresh --install-units
+"""
+
 LIST_EPILOG = """\
 Without PATH, reads /etc/cdi then /var/run/cdi under --root.
 
@@ -65,6 +87,7 @@ CDI_EPILOG = """\
 examples:
   gpuready cdi validate
   gpuready cdi generate --gpus 8 --dry-run
+  gpuready cdi refresh --install-units
   gpuready cdi list --root /mnt/node-image
 
 Run 'gpuready cdi ACTION --help' for each action's options.
@@ -72,7 +95,7 @@ Run 'gpuready cdi ACTION --help' for each action's options.
 
 
 def register(subparsers) -> None:
-    """Add ``cdi`` with its ``validate``, ``generate`` and ``list`` sub-commands."""
+    """Add ``cdi`` with its ``validate``, ``generate``, ``refresh`` and ``list`` sub-commands."""
     parser = common.add_command(
         subparsers, "cdi",
         description=DESCRIPTION, epilog=CDI_EPILOG)
@@ -80,6 +103,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=lambda args: _usage(parser))
     _register_validate(actions)
     _register_generate(actions)
+    _register_refresh(actions)
     _register_list(actions)
 
 
@@ -129,6 +153,38 @@ def _register_generate(actions) -> None:
     parser.set_defaults(handler=run_generate)
 
 
+def _register_refresh(actions) -> None:
+    parser = common.add_command(
+        actions, "refresh", help="regenerate the NVIDIA CDI spec when it went stale",
+        description="Regenerate the NVIDIA CDI spec from the intent it was generated with, when "
+        "it no longer describes the node.", epilog=REFRESH_EPILOG)
+    common.add_root(parser)
+    parser.add_argument("--output", "-o", metavar="PATH",
+                        help="node path of the spec (default: /etc/cdi/nvidia.yaml)")
+    parser.add_argument("--driver-root", metavar="DIR",
+                        help="node folder the driver files live under (default: as recorded, "
+                        "else /)")
+    parser.add_argument("--gpus", type=common.gpu_count, metavar="N",
+                        help="plan the spec for N GPUs (1 to 255) instead of the recorded intent")
+    parser.add_argument("--inventory", metavar="FILE",
+                        help="plan the spec from this inventory file instead of the recorded "
+                        "intent")
+    parser.add_argument("--device-name-strategy", action="append",
+                        choices=("index", "uuid", "type-index"), metavar="STRATEGY",
+                        help="index (0), uuid (GPU-...), type-index (gpu0); repeat for several "
+                        "(default: as recorded, else index and uuid)")
+    parser.add_argument("--hooks", action=argparse.BooleanOptionalAction, default=None,
+                        help="add the nvidia-cdi-hook hooks (default: as recorded, else when "
+                        "/usr/bin/nvidia-cdi-hook exists under --root)")
+    parser.add_argument("--no-nvml", action="store_true", help="do not ask NVML for the GPUs")
+    parser.add_argument("--install-units", action="store_true",
+                        help="also write the systemd .path and .service units that run this "
+                        "refresh when the driver changes and at boot")
+    common.add_format(parser)
+    common.add_dry_run(parser)
+    parser.set_defaults(handler=run_refresh)
+
+
 def _register_list(actions) -> None:
     parser = common.add_command(
         actions, "list", help="print the fully-qualified CDI devices and their files",
@@ -158,7 +214,7 @@ def run_list(args: argparse.Namespace) -> int:
     found = report.scan_for(args.root, args.paths)
     for line in report.scan_notes(found):
         print(f"gpuready: {line}", file=sys.stderr)
-    code = report.list_exit_code(found, named=bool(args.paths))
+    code = report.list_exit_code(found)
     print(report.render_devices(found, fmt=args.format, code=code), end="")
     return code
 
@@ -167,8 +223,9 @@ def run_generate(args: argparse.Namespace) -> int:
     """Build the spec and print it, show its diff, or write it."""
     import sys
 
-    from gpuready import fsio
     from gpuready.cdi import generate
+    from gpuready.cdi.refresh import intent_path, intent_plan_for_generate
+    from gpuready.changeset import apply_all, locked_all
     from gpuready.node import Node
 
     options = generate.GenerateOptions(
@@ -188,7 +245,73 @@ def run_generate(args: argparse.Namespace) -> int:
         return 0
     generate.check_replace(result.plan, force=args.force)
     node = Node(args.root)
-    with fsio.locked(result.plan.path, node=node):
-        changed = fsio.apply_plan(result.plan, node=node)
+    intent = intent_path(result.plan.path)
+    with locked_all([result.plan.path, intent], node=node):
+        # the spec, and beside it the intent it was generated from (for 'cdi refresh')
+        plans = [result.plan, intent_plan_for_generate(node, result, request)]
+        written = apply_all([plan for plan in plans if plan is not None], node=node,
+                            own=[intent])
+    changed = result.plan in written
     print(f"{'wrote' if changed else 'unchanged'} {result.plan.path}: {result.plan.summary}")
     return 0
+
+
+def run_refresh(args: argparse.Namespace) -> int:
+    """Regenerate the spec when it is stale or its intent changed; install the units."""
+    from gpuready.cdi import refresh, units
+    from gpuready.node import Node
+
+    request = refresh.RefreshRequest(
+        args.root, output=args.output, gpus=args.gpus, inventory_path=args.inventory,
+        strategies=tuple(args.device_name_strategy) if args.device_name_strategy else None,
+        hooks=args.hooks, driver_root=args.driver_root,
+        use_nvml=False if args.no_nvml else None)
+    found = refresh.plan_refresh(request)
+    node = Node(args.root)
+    unit_plans = units.plan_units(found, node) if args.install_units else []
+    written = []
+    if not args.dry_run:
+        written = refresh.write_refresh(found, node=node)
+        if unit_plans:
+            written += units.write_units(unit_plans, node=node)
+    outcome = refresh.report(found, written, dry_run=args.dry_run, units=unit_plans)
+    if args.format == "json":
+        import json
+
+        print(json.dumps(outcome, indent=2))
+    else:
+        _print_refresh(outcome, dry_run=args.dry_run)
+    return outcome["exit_code"]
+
+
+def _print_refresh(outcome: dict, *, dry_run: bool) -> None:
+    """The refresh's outcome as text: the diff in a dry run, one line per file, the reasons."""
+    import sys
+
+    from gpuready.cdi.units import enable_hint
+
+    action, file = outcome["action"], outcome["file"]
+    if dry_run:
+        sys.stdout.write(outcome["diff"] + "".join(unit["diff"] for unit in outcome["units"]))
+    if action == "none":
+        later = "" if outcome["verifiable"] else (
+            " (not yet verifiable: the node shows no NVIDIA driver)")
+        print(f"{file}: fresh, nothing to do{later}")
+    else:
+        done = {"rewritten": "rewrote", "would-rewrite": "would rewrite",
+                "unchanged": "unchanged"}[action]
+        print(f"{done} {file}: {outcome['summary']}")
+        for reason in outcome["reasons"]:
+            print(f"  because {reason}")
+    for unit in outcome["units"]:
+        state = ("would " if dry_run else "") + unit["summary"] if unit["changed"] else (
+            "unit unchanged")
+        print(f"{unit['file']}: {state}")
+    if outcome["units"] and not dry_run and any(unit["written"] for unit in outcome["units"]):
+        print(enable_hint())
+    for note in outcome["notes"]:
+        print(f"gpuready: {note}", file=sys.stderr)
+    if outcome["still_stale"]:
+        print(f"gpuready: error: {file} stays stale: " + "; ".join(outcome["still_stale"])
+              + " (give the intent that fits the node: --gpus N, --inventory FILE, or install "
+              "the driver)", file=sys.stderr)

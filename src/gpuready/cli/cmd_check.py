@@ -11,17 +11,13 @@ DESCRIPTION = """\
 Re-read every file of the registration contract and verify it: config.toml parses; runc and the
 NVIDIA runtime are registered; default_runtime_name is runc; SystemdCgroup is the boolean true and
 the cgroup drivers agree (the verdict doctor gives: a warning when runc differs and the kubelet's
-driver is unknown, a failure when a runtime differs from the kubelet's configured driver);
+driver is unknown, a failure when a runtime differs from the kubelet's configured driver, or
+uses systemd's on a node where systemd does not run: there SystemdCgroup must be false);
 the RuntimeClass handler equals a registered runtime; the CDI spec has kind nvidia.com/gpu; and
 default.txt, parsed.txt, cdi-keys.txt and report.txt say what the files they describe say.
 """
 
 EPILOG = """\
-exit codes:
-  0  every check passed
-  1  at least one check failed (each failure says what to fix)
-  2  bad usage
-
 examples:
   gpuready check                          # the node itself
   gpuready check --root /tmp/node         # a sandbox copy written by 'gpuready setup --root'

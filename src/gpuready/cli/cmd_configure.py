@@ -44,12 +44,7 @@ never break the node:
   version. containerd 1.x drops its built-in runc once a file names any runtime: where that
   would happen, runc's table is written too, from the line's own default.
 
-exit codes:
-  0  registered, or already registered
-  1  written, but containerd does not read this file (no imports entry); or --restart refused
-     before writing, or rolled back (every file put back, containerd restarted on them)
-  2  bad input (not TOML, unknown version, unreadable file), or a change the never-break gate
-     refuses; nothing was written
+Exit 1 also when the runtime was written where containerd does not read it (no imports entry).
 
 examples:
   gpuready configure --dry-run

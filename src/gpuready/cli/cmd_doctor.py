@@ -11,7 +11,8 @@ DESCRIPTION = """\
 Check a node: the containerd config and its imports merged as containerd merges them (1.x: a
 later plugin table replaces the earlier one whole; 2.x: tables merge key by key), the
 RuntimeClass manifests against the registered runtimes, the CDI specs in /etc/cdi and
-/var/run/cdi, and the kubelet's cgroup driver. Every path is looked up under --root.
+/var/run/cdi, and the cgroup drivers against the kubelet's and whether systemd runs (under
+--root: only what the root holds says). Every path is looked up under --root.
 
 It first says who owns containerd on the node (plain containerd, k3s, RKE2, k0s, MicroK8s,
 kubespray, the GPU Operator), from which files, and checks the config that owner makes
@@ -22,7 +23,6 @@ The containerd release whose rules apply comes from --containerd-version, else f
 """
 
 EPILOG = """\
-exit codes: 0 no error-level problem, 1 at least one, 2 usage error or unreadable input.
 
 examples:
   gpuready doctor

@@ -21,8 +21,9 @@ unknown runc options, and more.
 Without FILE, the node's config is checked as containerd reads it: the main file and every file
 it imports, merged on the node's containerd line (--containerd-version; else this machine's
 'containerd --version', or under --root the root's package database; else the config's
-version), so lint, doctor, check and setup give one verdict on one node. Each FILE named is
-checked on its own: its imports are not read, and lint says so.
+version), so lint, doctor, check and setup give one verdict on one node (SystemdCgroup = true
+too, on a node where systemd does not run). Each FILE named is checked on its own, the node
+around it not judged: its imports are not read, and lint says so.
 
 With --fix, repairs what can be repaired without guessing (bool-as-string, option-outside-options,
 unquoted-plugin-key, wrong-version-path, runtime-type-missing), keeping every comment, shows the
@@ -30,7 +31,6 @@ diff, and lints the result again.
 """
 
 EPILOG = """\
-exit codes: 0 no error-level problem, 1 at least one, 2 usage error or unreadable file.
 Run 'gpuready rules' for the rule list and 'gpuready rules NAME' for one rule's explanation.
 
 examples:

@@ -23,12 +23,6 @@ registry maps and [proxy_plugins] are left out, as containerd's own migration do
 """
 
 EPILOG = """\
-exit codes:
-  0  migrated, or already at that version
-  1  --restart: refused before writing (a containerd that reads at most version 2 refuses
-     version 3), or rolled back
-  2  bad input, or a setting that cannot be migrated; nothing was written
-
 examples:
   gpuready migrate --to 3 --dry-run
   gpuready migrate --to 4 --config /etc/containerd/config.toml

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from gpuready.cli import common
@@ -15,7 +16,8 @@ Run the eight steps of the registration contract, in order, and verify the resul
   1. stage the base config at /etc/containerd/config.toml, create the toolkit folder
   2. add [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia] (at the table the
      file's version reads) with runtime_type = "io.containerd.runc.v2"
-  3. set its options: BinaryName and SystemdCgroup = true (a TOML boolean)
+  3. set its options: BinaryName and SystemdCgroup = true (a TOML boolean); false where the
+     node shows that systemd does not run, unless --systemd-cgroup chooses
   4. read default_runtime_name and write default.txt (DEFAULT=runc, WHY=runtimeclass)
   5. parse config.toml with tomllib and write parsed.txt (VERSION, RUNTIMES)
   6. keep /etc/cdi/nvidia.yaml (checked for kind: nvidia.com/gpu) or generate it; cdi-keys.txt
@@ -33,12 +35,6 @@ back and removes the files setup created (a file edited since is left as it is).
 """
 
 EPILOG = """\
-exit codes:
-  0  done, and every check of the contract passed
-  1  a check failed (the report says which value is wrong), or containerd will not load the
-     runtime: disabled_plugins turns the CRI plugin off (--enable-cri fixes that)
-  2  bad input or usage; nothing was written
-
 examples:
   gpuready setup --root /tmp/node --dry-run
   gpuready setup --root /tmp/node && cat /tmp/node/root/toolkit/report.txt
@@ -60,6 +56,7 @@ def register(subparsers) -> None:
     common.add_distribution(parser)
     parser.add_argument("--base", metavar="FILE", help="the base config to start from")
     add_runtime_options(parser)
+    parser.set_defaults(systemd_cgroup=None)  # not given: the node decides (true or false)
     common.add_default_confirmation(parser, what="registering under the default runtime's name")
     parser.add_argument(
         "--toolkit-dir",
@@ -105,10 +102,13 @@ def run(args: argparse.Namespace) -> int:
 
     node = Node(args.root)
     node.check_root()
+    new_root = args.root != "/" and not os.path.lexists(args.root)
     if args.engine != "docker":
         from gpuready.cli import daytwo
 
         daytwo.finish_pending(args)  # a --restart a killed run left on containerd's config
+    cgroup_given = args.systemd_cgroup is not None
+    args.systemd_cgroup = args.systemd_cgroup or "true"  # the contract's value, unless no systemd
     options = SetupOptions(
         node=node,
         request=runtime_request(args),
@@ -119,8 +119,13 @@ def run(args: argparse.Namespace) -> int:
         enable_cri=args.enable_cri,
         detection=common.detect_owner(args),
         containerd_version=args.containerd_version,
+        cgroup_given=cgroup_given,
     )
     result = _run_locked(options, run_setup)
+    if new_root:  # a mistyped root of an existing node would otherwise pass unnoticed
+        made = "would be made" if args.dry_run else "was made"
+        print(f"note: --root {args.root} did not exist: a new sandbox node {made} there (if you "
+              "meant an existing node, check the path)", file=sys.stderr)
     if args.format == "json":
         print(json.dumps(_as_json(result, dry_run=args.dry_run), indent=2))
     else:

@@ -17,11 +17,8 @@ This is containerd's own 'config dump' without the defaults it fills in: only wh
 """
 
 EPILOG = """\
-exit codes:
-  0  printed
-  1  printed, but a --restart transaction on the node was never finished (its journal lies
-     beside the config): one error line says so; nothing is restarted or changed
-  2  a file is missing, unreadable or not valid TOML
+Exit 1 when a --restart transaction on the node was never finished (its journal lies beside
+the config): one error line says so; nothing is restarted or changed.
 
 examples:
   gpuready show-config

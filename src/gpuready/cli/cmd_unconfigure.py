@@ -16,9 +16,10 @@ toolkit files) are removed, or get their original back, while they still hold wh
 wrote; one edited since is left as it is, and the output says so.
 
 When a file is unchanged since gpuready wrote it, its original comes back byte for byte (a drop-in
-gpuready created is removed). When the operator edited it meanwhile, only gpuready's own parts go,
-and a setting changed since is left alone. Without a record there is nothing to do: gpuready never
-guesses what it added. A second run finds no record and changes nothing.
+gpuready created is removed, and the folders it created for it, such as conf.d/, once empty).
+When the operator edited it meanwhile, only gpuready's own parts go, and a setting changed since
+is left alone. Without a record there is nothing to do: gpuready never guesses what it added. A
+second run finds no record and changes nothing.
 
 For Docker (--engine docker) the runtimes entry in daemon.json goes (and "runtimes" when it is
 left empty, and a "default-runtime" naming it, which dockerd would refuse); for CRI-O its table
@@ -27,11 +28,6 @@ a daemon.json or drop-in gpuready created, left empty, is removed.
 """
 
 EPILOG = """\
-exit codes:
-  0  removed, or nothing to remove
-  1  --restart: the transaction failed and every file was put back
-  2  bad input (unreadable record or config); nothing was written
-
 examples:
   gpuready unconfigure --dry-run
   gpuready unconfigure --restart --restart-command 'systemctl restart containerd'
@@ -85,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
     node = daytwo.node_config(args)
     daytwo.finish_pending(args, node.config)
     record = load_record(node.config, node=node.node)
+    if record is None and not node.node.lexists(node.config):
+        from gpuready.errors import MissingFileError
+        from gpuready.node import FileKind
+
+        raise MissingFileError(node.config, node.node.missing_reason(node.config, FileKind.CONFIG))
     if args.restart:
         runtimes = [s["name"] for s in (record or {}).get("settings", []) if s["kind"] == "runtime"]
         return daytwo.transact(

@@ -34,8 +34,6 @@ examples:
   gpuready verify --live --runtimeclass runtimeclass.yaml --probe
   gpuready verify --live --probe --probe-image build   # air-gapped node, no pause image
   gpuready verify --live --engine docker --probe       # dockerd: /info, then a throw-away container
-
-exit codes: 0 all good, 1 a check failed, 2 bad input, 3 containerd could not be reached
 """
 
 
@@ -52,10 +50,13 @@ def register(subparsers) -> None:
     )
     parser.add_argument(
         "--address",
+        action=common.EngineAddress,
         metavar="ADDRESS",
-        help="containerd's CRI socket (default: the socket of the node's owner: "
-        f"{DEFAULT_ADDRESS} for plain containerd, unix:///run/k3s/containerd/containerd.sock "
-        "for k3s and RKE2, ...)",
+        help="the chosen engine's socket: containerd's CRI socket (default: $CONTAINERD_ADDRESS "
+        f"when set, else the socket of the node's owner: {DEFAULT_ADDRESS} for plain containerd, "
+        "unix:///run/k3s/containerd/containerd.sock for k3s and RKE2, ...); with --engine "
+        "docker, dockerd's API socket (default: $DOCKER_HOST when set, else "
+        "unix:///var/run/docker.sock)",
     )
     parser.add_argument(
         "--config",
@@ -83,21 +84,7 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--probe", action="store_true", help="start and remove a pod sandbox through the handler"
     )
-    parser.add_argument(
-        "--probe-image",
-        choices=("node", "build"),
-        default="node",
-        help="node: use containerd's pause image (pulled if absent); build: if it is absent, "
-        "build a stand-in from --probe-binary and import it under the pause image's name with "
-        "ctr. Every pod on the node then uses that stand-in as its pause container until the "
-        "real image is imported (ctr -n k8s.io images rm NAME removes it) (default: node)",
-    )
-    parser.add_argument(
-        "--probe-binary",
-        default="/bin/busybox",
-        metavar="PATH",
-        help="static binary for --probe-image build (default: /bin/busybox from busybox-static)",
-    )
+    common.add_probe_image(parser)
     parser.add_argument(
         "--timeout", type=float, default=10.0, metavar="SECONDS", help="per CRI call (default: 10)"
     )
@@ -133,7 +120,7 @@ def options_from(args: argparse.Namespace):
     owner = detect_owner(args).owner
     # The socket is the node's own path: --root only says where to read files.
     return VerifyOptions(
-        address=args.address or f"unix://{owner.socket}",
+        address=common.containerd_address(args, default=f"unix://{owner.socket}"),
         config_path=Path(args.config) if args.config else Node(root).path(owner.config),
         root=root,
         runtime_name=args.runtime_name,
@@ -216,10 +203,12 @@ def text_lines(report) -> list[str]:
     ]
     lines += [f"{check.outcome.value:<8}{check.message}" for check in report.checks]
     if report.pause_image and report.pause_image.built:
+        from gpuready.cri.verify import ctr_command
+
         name = report.pause_image.name
         lines.append(
             f"{'built':<8}pause image {name} (a stand-in imported with ctr; pods use it until the "
-            f"real image is imported: ctr -n k8s.io images rm {name} removes it)"
+            f"real image is imported: {ctr_command(report.address, 'rm ' + name)} removes it)"
         )
     if report.probe:
         probe = report.probe

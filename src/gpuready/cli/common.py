@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from gpuready.cli.formatting import Formatter
 from gpuready.paths import NVIDIA_RUNTIME_BINARY
 
-FORMATTER = argparse.RawDescriptionHelpFormatter
+FORMATTER = Formatter
 ENGINES = ("containerd", "docker", "crio")
 DOCKER_ADDRESS = "unix:///var/run/docker.sock"
 
@@ -32,6 +33,48 @@ def add_command(
     return subparsers.add_parser(
         name, help=help, description=description, epilog=epilog, formatter_class=FORMATTER
     )
+
+
+class EngineAddress(argparse.Action):
+    """``--address`` and its alias ``--docker-address``: the chosen engine's endpoint.
+
+    Stores the value under the option's own name, and (for every engine) as ``engine_address``
+    with the option that gave it (``engine_address_flag``), so that gpuready can tell an address
+    given on the command line (which wins over ``DOCKER_HOST``) from a default. Two options that
+    name different addresses are a usage error.
+    """
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        """Store ``values``; refuse a second, different address."""
+        given = getattr(namespace, "engine_address", None)
+        if given is not None and given != values:
+            raise argparse.ArgumentError(
+                self, f"{values!r} is not the address {namespace.engine_address_flag} gave "
+                f"({given!r}): --docker-address is --address with --engine docker")
+        setattr(namespace, self.dest, values)
+        namespace.engine_address = values
+        namespace.engine_address_flag = option_string
+
+
+def containerd_address(args: argparse.Namespace, *, default: str) -> str:
+    """containerd's socket: ``--address`` when given, else ``CONTAINERD_ADDRESS`` as ``ctr`` reads
+    it (a socket path; ``unix:///PATH`` is taken too), else ``default`` (what gpuready detects)."""
+    import os
+
+    given = getattr(args, "engine_address", None)
+    if given:
+        return given
+    value = os.environ.get("CONTAINERD_ADDRESS", "")
+    if not value:
+        return default
+    if value.startswith("/"):
+        return "unix://" + value
+    if value.startswith("unix:///"):
+        return value
+    from gpuready.errors import UsageError
+
+    raise UsageError(f"CONTAINERD_ADDRESS={value}: give containerd's socket as a path "
+                     "(/run/containerd/containerd.sock) or unix:///PATH, or pass --address")
 
 
 def add_root(parser: argparse.ArgumentParser) -> None:
@@ -78,7 +121,7 @@ def add_binary(parser: argparse.ArgumentParser) -> None:
 
 def runtime_name(value: str) -> str:
     """A ``--runtime-name`` Kubernetes accepts as a RuntimeClass handler (the runtime's name)."""
-    from gpuready.kubernetes.runtimeclass import label_problem
+    from gpuready.kubernetes.labels import label_problem
 
     problem = control_problem(value) or label_problem(value)
     if problem is not None:
@@ -173,7 +216,8 @@ def add_containerd_version(parser: argparse.ArgumentParser) -> None:
 
 # The values --restart's options take when none is given (valid: a transaction runs with them).
 RESTART_DEFAULTS = {"address": "unix:///run/containerd/containerd.sock", "restart_command": None,
-                    "restart_timeout": 60.0, "probe": False}
+                    "restart_timeout": 60.0, "probe": False, "probe_image": "node",
+                    "probe_binary": "/bin/busybox"}
 
 
 def add_restart(parser: argparse.ArgumentParser) -> None:
@@ -190,8 +234,12 @@ def add_restart(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--address",
         default=RESTART_DEFAULTS["address"],
+        action=EngineAddress,
         metavar="ADDRESS",
-        help="containerd's CRI socket (default: unix:///run/containerd/containerd.sock)",
+        help="the chosen engine's socket: containerd's CRI socket (default: $CONTAINERD_ADDRESS "
+        "when set, else unix:///run/containerd/containerd.sock); with --engine docker, "
+        "dockerd's API socket for --reload (default: $DOCKER_HOST when set, else "
+        f"{DOCKER_ADDRESS})",
     )
     group.add_argument(
         "--restart-command",
@@ -209,6 +257,27 @@ def add_restart(parser: argparse.ArgumentParser) -> None:
         "--probe",
         action="store_true",
         help="after the restart, also start and remove a pod sandbox through the runtime",
+    )
+    add_probe_image(group)
+
+
+def add_probe_image(parser) -> None:
+    """``--probe-image`` and ``--probe-binary``: where the probe's pause image comes from."""
+    parser.add_argument(
+        "--probe-image",
+        choices=("node", "build"),
+        default="node",
+        help="node: use containerd's pause image (pulled if absent); build: if it is absent, "
+        "build a stand-in from --probe-binary and import it under the pause image's name with "
+        "ctr. Every pod on the node then uses that stand-in as its pause container until the "
+        "real image is imported (ctr --address SOCKET -n k8s.io images rm NAME removes it) "
+        "(default: node)",
+    )
+    parser.add_argument(
+        "--probe-binary",
+        default="/bin/busybox",
+        metavar="PATH",
+        help="static binary for --probe-image build (default: /bin/busybox from busybox-static)",
     )
 
 
@@ -246,12 +315,16 @@ def add_engine(parser: argparse.ArgumentParser) -> None:
 
 
 def add_docker_address(parser: argparse.ArgumentParser) -> None:
-    """``--docker-address``: dockerd's API socket, for --reload and verify."""
+    """``--docker-address``: dockerd's API socket, for --reload and verify; an alias of
+    ``--address`` with --engine docker. Given neither, gpuready reads ``DOCKER_HOST`` (see
+    :func:`gpuready.cli.engine_cli.docker_address`)."""
     parser.add_argument(
         "--docker-address",
-        default=DOCKER_ADDRESS,
+        action=EngineAddress,
+        default=None,
         metavar="ADDRESS",
-        help=f"dockerd's API socket for --engine docker (default: {DOCKER_ADDRESS})",
+        help="with --engine docker, the same as --address: dockerd's API socket, unix:///PATH "
+        f"(default: $DOCKER_HOST when set, else {DOCKER_ADDRESS})",
     )
 
 

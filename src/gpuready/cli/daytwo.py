@@ -130,13 +130,16 @@ def print_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
 def restart_options(args: argparse.Namespace, *, expect_runtime: str | None = None,
                     gone_runtime: str | None = None):
     """The :class:`~gpuready.workflow.transaction.RestartOptions` of ``--restart``'s options."""
+    from gpuready.cli.common import containerd_address
     from gpuready.workflow.transaction import RestartOptions
 
     return RestartOptions(
-        address=args.address,
+        address=containerd_address(args, default=args.address),
         command=args.restart_command,
         timeout=args.restart_timeout,
         probe=args.probe,
+        probe_image=args.probe_image,
+        probe_binary=args.probe_binary,
         runtime_name=getattr(args, "runtime_name", "nvidia"),
         expect_runtime=expect_runtime,
         gone_runtime=gone_runtime,
@@ -214,4 +217,4 @@ def transact(
         if args.dry_run and outcome.diff:
             sys.stdout.write(outcome.diff)
         print("\n".join(outcome.lines()))
-    return 0 if outcome.ok else 1
+    return outcome.exit_code

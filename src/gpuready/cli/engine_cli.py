@@ -14,6 +14,16 @@ NVIDIA runtime, and a problem in it (a driver upgrade, a missing library) stops 
 containers opt in instead: docker run --runtime {name} ... (or --gpus with the toolkit's hook)."""
 
 
+def docker_address(args: argparse.Namespace):
+    """The :class:`~gpuready.engines.docker.address.DockerAddress` of dockerd: ``--address`` (or
+    ``--docker-address``) when given, else ``DOCKER_HOST``, else the default socket; a value
+    that is not ``unix:///PATH`` is a usage error (exit 2) naming where it came from."""
+    from gpuready.engines.docker.address import resolve
+
+    return resolve(getattr(args, "engine_address", None),
+                   flag=getattr(args, "engine_address_flag", None) or "--address")
+
+
 # -- configure / unconfigure -------------------------------------------------------------------
 
 
@@ -48,7 +58,27 @@ def configure(args: argparse.Namespace, name: str) -> int:
             previous_runtime=_file_runtime(name, plan.before, args.runtime_name, path))
         return [plan, record]
 
-    return _apply(args, engine, planner, notes, intent=intent)
+    check = _docker_check_before_write if name == "docker" else None
+    return _apply(args, engine, planner, notes, intent=intent, check=check)
+
+
+def _docker_check_before_write(args: argparse.Namespace, plan, node) -> list[str]:
+    """Judge the daemon.json about to be written as the node's dockerd would (its own
+    ``--validate`` on this machine, else the key table of its release): a refusal raises, doubts
+    are returned as notes."""
+    from gpuready.engines.docker.lint import check_before_write
+    from gpuready.rules.context import Options
+
+    if plan.after is None:
+        return []
+    on_host = Path(args.root).resolve() == Path("/")
+    release = None
+    if on_host:
+        from gpuready.engines.docker.installed import installed_release
+
+        release = installed_release()
+    return check_before_write(plan.after, plan.path, options=Options(root=Path(args.root)),
+                              release=release, ask_dockerd=on_host)
 
 
 def unconfigure(args: argparse.Namespace, name: str) -> int:
@@ -62,56 +92,84 @@ def unconfigure(args: argparse.Namespace, name: str) -> int:
         from gpuready.engines.base import plan_engine_unconfigure
 
         [removal] = engine.plan_remove_runtime(path, args.runtime_name, node=node)
-        return plan_engine_unconfigure(path, removal, args.runtime_name, node=node)
+        plans = plan_engine_unconfigure(path, removal, args.runtime_name, node=node)
+        if name == "docker":
+            from gpuready.engines.docker.engine import plan_leftovers
+
+            plans = plan_leftovers(path, plans, node=node)
+        return plans
 
     intent = Intent(removes=frozenset({args.runtime_name}))
+    if name == "docker":
+        _require_daemon_json(args, engine)
     return _apply(args, engine, planner, [], intent=intent)
 
 
-def _apply(args, engine, planner, notes: list[str], *, intent) -> int:
+def _require_daemon_json(args: argparse.Namespace, engine) -> None:
+    """``unconfigure --engine docker`` on a node without daemon.json: bad input (exit 2), as for
+    containerd's config, with what dockerd runs without one."""
+    from gpuready.errors import MissingFileError
+    from gpuready.node import FileKind, Node
+
+    node = Node(args.root)
+    path = Path(args.config) if args.config else engine.config_path(node)
+    if not node.lexists(path):
+        raise MissingFileError(path, node.missing_reason(path, FileKind.DOCKER_CONFIG))
+
+
+def _apply(args, engine, planner, notes: list[str], *, intent, check=None) -> int:
     from gpuready.containerd.gate import EngineGuard
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
 
     node = Node(args.root)
     path = Path(args.config) if args.config else engine.config_path(node)
+    reloading = getattr(args, "reload", False) and not args.dry_run
+    # a bad DOCKER_HOST or --address, or no dockerd there, stops here: nothing written
+    address = _reload_address(args, engine) if reloading else None
     with locked(path, node=node):
         plans = planner(path, node)
         plan = plans[0]  # the config's plan; then gpuready's own files (backup, record)
         # the never-break gate, for a dry run too: the verdict a real run would meet
         EngineGuard(engine, path, node.root, intent).enforce([plan])
-        written = False if args.dry_run else _write(plans, node)
+        if check is not None:
+            notes = [*notes, *check(args, plan, node)]
+        written, backups = ([], []) if args.dry_run else _write(plans, node)
+        reloaded = _reload(address, path, node, written, backups) if reloading else None
     report = {
         "status": "ok", "engine": engine.facts.name, "file": str(path), "changed": plan.changes,
-        "written": written, "summary": plan.summary, "advice": None,
+        "written": plan in written, "summary": plan.summary, "advice": None,
         "notes": [*plan.notes, *notes],
-        "backup": (str(backup_path(path)) if written and plan.before is not None
+        "backup": (str(backup_path(path)) if plan in written and plan.before is not None
                    and plan.after is not None and node.exists(backup_path(path)) else None),
         "diff": plan.diff(),
     }
-    if getattr(args, "reload", False) and not args.dry_run:
-        report["reload"] = _reload(args, engine, path, node)
+    if reloaded is not None:
+        report["reload"] = reloaded
+        report["address"] = address.address
+        report["address_source"] = address.source
     from gpuready.cli.report import print_configure_report
 
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    if report.get("reload") and args.format != "json":
-        print(f"reloaded: {report['reload']}")
+    if reloaded is not None and args.format != "json":
+        print(f"reloaded: {reloaded}")
     return 0
 
 
-def _write(plans, node) -> bool:
+def _write(plans, node) -> tuple[list, list[Path]]:
     """Write (or remove) the config's plan and gpuready's own files under the held lock, all
     or nothing: the record first when it is written, last when it is removed (a run killed in
-    between leaves a record the next run completes from). True when the config was written."""
-    from gpuready.changeset import apply_all
+    between leaves a record the next run completes from). Returns the plans written and the
+    backups the write created (what :func:`gpuready.changeset.put_back` takes back)."""
+    from gpuready.changeset import apply_all, new_backups
     from gpuready.containerd.record import RECORD_SUFFIX
 
     own = [p.path for p in plans if p.path.name.endswith(RECORD_SUFFIX)]
     ordered = [*(p for p in plans if p.path in own and p.after is not None),
                *(p for p in plans if p.path not in own),
                *(p for p in plans if p.path in own and p.after is None)]
-    written = apply_all(ordered, node=node, own=own)
-    return plans[0] in written
+    backups = new_backups([p for p in ordered if p.path not in own], node=node)
+    return apply_all(ordered, node=node, own=own), backups
 
 
 def _file_runtime(name: str, text: str | None, runtime: str, path: Path) -> dict | None:
@@ -131,17 +189,39 @@ def _file_runtime(name: str, text: str | None, runtime: str, path: Path) -> dict
     return json.loads(json.dumps(entry, default=str)) if isinstance(entry, dict) else {}
 
 
-def _reload(args, engine, path: Path, node) -> str:
+def _reload_address(args: argparse.Namespace, engine):
+    """dockerd's address for ``--reload`` (which only Docker has)."""
     from gpuready.errors import UsageError
 
     if engine.facts.name != "docker":
         raise UsageError(f"--reload is for --engine docker; restart {engine.facts.title} "
                          "yourself (gpuready does not run it)")
-    from gpuready.engines.docker.config import load_daemon_config
-    from gpuready.engines.docker.live import reload
+    from gpuready.engines.docker.live import reload_target
 
-    live, note = reload(args.docker_address, load_daemon_config(path, node=node))
-    loaded = (f"dockerd {live.version} at {args.docker_address} has runtimes "
+    address = docker_address(args)
+    reload_target(address)  # dockerd answers, and its pid is known: else exit 3, nothing written
+    return address
+
+
+def _reload(address, path: Path, node, written: list, backups: list[Path]) -> str:
+    """SIGHUP dockerd and check it took the file. A reload it refused puts back every file this
+    run wrote (the config byte for byte, gpuready's record, and the backup it made) under the
+    lock still held, and fails (exit 1) with dockerd's reason."""
+    from gpuready.engines.docker.config import load_daemon_config
+    from gpuready.engines.docker.live import ReloadError, reload
+
+    try:
+        live, note = reload(address, load_daemon_config(path, node=node))
+    except BaseException as error:  # refused, dockerd gone meanwhile, or Ctrl-C: undo the run
+        from gpuready.changeset import put_back
+
+        put_back(written, node=node, backups=backups)
+        if not isinstance(error, ReloadError):
+            raise
+        undone = (f"{path} put back byte for byte, nothing left changed" if written else
+                  "this run had written nothing")
+        raise ReloadError(f"{error.message()}; {undone}") from None
+    loaded = (f"dockerd {live.version} at {address.shown()} has runtimes "
               f"{', '.join(sorted(live.runtimes))} (default {live.default_runtime})")
     return f"{loaded}; note: {note}" if note else loaded
 
@@ -163,30 +243,43 @@ def lint(args: argparse.Namespace, name: str, *, doctor: bool) -> int:
     explicit = [Path(f) for f in getattr(args, "files", None) or ()]
     if getattr(args, "config", None):
         explicit.append(Path(args.config))
+    release = None
     if name == "docker":
-        report = _lint_docker(args, explicit, options, selected)
+        release = _docker_release(args)
+        report = _lint_docker(args, explicit, options, selected, release)
     else:
         from gpuready.engines.crio.lint import lint_crio, node_paths
 
         report = lint_crio(explicit or node_paths(options.node), options=options,
                            selected=selected)
+    if doctor:  # the node's CDI story: does the engine read the specs, which one wins, stale
+        from gpuready.rules.cdi_node import engine_problems
+
+        report.problems += [problem for problem in engine_problems(
+            options.node, name, docker_release=release) if problem.rule in selected]
     command = "doctor" if doctor else "lint"
     print(render(args.format, report.problems, files=report.files, command=command), end="")
     return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK
 
 
-def _lint_docker(args, explicit, options, selected):
-    from gpuready.engines.docker.facts import DAEMON_JSON
+def _docker_release(args):
+    """Docker's release: ``--docker-version``, else the installed dockerd's on this machine, else
+    None (unknown: a node in a folder)."""
     from gpuready.engines.docker.installed import installed_release, parse_release
-    from gpuready.engines.docker.lint import lint_daemon_json
     from gpuready.errors import UsageError
-    release = None
+
     if getattr(args, "docker_version", None):
         release = parse_release(f"version {args.docker_version}")
         if release is None:
             raise UsageError(f"--docker-version {args.docker_version!r}: expected X.Y")
-    elif Path(args.root).resolve() == Path("/"):
-        release = installed_release()
+        return release
+    return installed_release() if Path(args.root).resolve() == Path("/") else None
+
+
+def _lint_docker(args, explicit, options, selected, release):
+    from gpuready.engines.docker.facts import DAEMON_JSON
+    from gpuready.engines.docker.lint import lint_daemon_json
+
     paths = explicit or [options.node.path(DAEMON_JSON)]
     return lint_daemon_json(paths, options=options, selected=selected, release=release)
 
@@ -214,12 +307,13 @@ def verify(args: argparse.Namespace, name: str) -> int:
     )
     from gpuready.node import Node
 
+    address = docker_address(args)  # a bad DOCKER_HOST or --address first: a usage error
     node = Node(args.root)
     path = Path(args.config) if args.config else node.path(DAEMON_JSON)
     config = load_daemon_config(path, node=node)
-    address = args.docker_address
     live = live_state(address, timeout=args.timeout)
-    report = DockerReport(address=address, config_path=path, live=live, pid=daemon_pid(address),
+    report = DockerReport(address=address.address, config_path=path, live=live,
+                          pid=daemon_pid(address), address_source=address.source,
                           checks=compare(config, live, runtime_name=args.runtime_name))
     if args.probe:
         report.probe = run_probe(address, runtime=args.runtime_name,
@@ -235,7 +329,9 @@ def docker_lines(report) -> list[str]:
     """The human-readable Docker report."""
     live = report.live
     pid = f", pid {report.pid}" if report.pid else ""
-    lines = [f"dockerd {live.version} at {report.address}{pid}; cgroup driver "
+    shown = (f"{report.address} (from {report.address_source})"
+             if report.address_source == "DOCKER_HOST" else report.address)
+    lines = [f"dockerd {live.version} at {shown}{pid}; cgroup driver "
              f"{live.cgroup_driver}; compared with {report.config_path}", "live runtimes:"]
     for name, value in sorted(live.runtimes.items()):
         marker = " (default)" if name == live.default_runtime else ""

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 from gpuready import __version__
 from gpuready.cli.commands import BY_NAME, COMMANDS
+from gpuready.cli.formatting import Formatter
 from gpuready.errors import ExitCode, GpureadyError
 
 SIGPIPE_EXIT = 141  # the shell's status for a process ended by SIGPIPE
@@ -24,14 +25,39 @@ runtime's name, so a runtime problem cannot spread to every pod on the node.
 """
 
 EPILOG = """\
-exit codes:
-  0  done, and every check passed
-  1  a check or verification failed
-  2  bad input or usage (nothing was written)
-  3  the container runtime could not be reached
-
 Run 'gpuready COMMAND --help' for the options of one command.
 """
+
+
+class ArgumentFailure(Exception):
+    """argparse refused the command line: the parser that refused it and argparse's message."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+        self.message = message
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, which suggests the nearest command, engine or other choice, and hands
+    its errors to :func:`run` (which prints them, as JSON too when asked) instead of exiting."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", Formatter)  # sub-parsers too: no shutil import
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str):  # argparse's hook; never returns
+        """Raise :class:`ArgumentFailure` for :func:`run` to report."""
+        raise ArgumentFailure(self, message)
+
+    def _check_value(self, action, value):  # argparse's hook for ``choices``
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError as error:
+            from gpuready.suggest import hint
+
+            raise argparse.ArgumentError(
+                action, error.message + hint(str(value), map(str, action.choices))) from None
 
 
 def build_parser(only: str | None = EVERY_COMMAND) -> argparse.ArgumentParser:
@@ -39,20 +65,85 @@ def build_parser(only: str | None = EVERY_COMMAND) -> argparse.ArgumentParser:
     the default), the others as their name and summary, which is all ``--help`` and argparse's
     "invalid choice" message need. Only the modules of the commands built in full are imported.
     """
-    parser = argparse.ArgumentParser(
+    from gpuready.errors import exit_code_help
+
+    parser = Parser(
         prog="gpuready",
         description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"{exit_code_help()}\n\n{EPILOG}",
+        formatter_class=Formatter,
     )
     parser.add_argument("--version", action="version", version=f"gpuready {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         if only in (EVERY_COMMAND, command.name):
             importlib.import_module(command.module).register(subparsers)
+            _add_exit_codes(subparsers.choices[command.name], exit_code_help())
         else:
             subparsers.add_parser(command.name, help=command.summary)
     return parser
+
+
+def _add_exit_codes(parser: argparse.ArgumentParser, table: str) -> None:
+    """End the epilog of ``parser`` and of its actions' parsers (``cdi validate``) with the one
+    exit-code table."""
+    parser.epilog = f"{parser.epilog.rstrip()}\n\n{table}" if parser.epilog else table
+    for child in _children(parser).values():
+        _add_exit_codes(child, table)
+
+
+def _children(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The sub-parsers of ``parser`` by name (``cdi``'s actions), empty for most commands."""
+    return next((action.choices for action in parser._actions
+                 if isinstance(action, argparse._SubParsersAction)), {})
+
+
+def _refusing_parser(parser: argparse.ArgumentParser, argv: Sequence[str]):
+    """The deepest parser ``argv`` names (``gpuready cdi list``'s), whose options a mistyped
+    option is compared with and whose usage is shown."""
+    for word in argv:
+        children = _children(parser)
+        if word in children:
+            parser = children[word]
+        elif not word.startswith("-"):
+            break
+    return parser
+
+
+def _option_hint(parser: argparse.ArgumentParser, message: str) -> str:
+    """``did you mean`` for each word of "unrecognized arguments: ..." that is close to one of
+    ``parser``'s options."""
+    from gpuready.suggest import did_you_mean
+
+    prefix = "unrecognized arguments: "
+    if not message.startswith(prefix):
+        return ""
+    options = [option for action in parser._actions for option in action.option_strings]
+    hints = []
+    for word in message[len(prefix):].split():
+        if word.startswith("--"):
+            guess = did_you_mean(word.split("=", 1)[0], options)
+            if guess:
+                hints.append(f"did you mean {guess!r} for {word.split('=', 1)[0]!r}?")
+    return "; " + "; ".join(hints) if hints else ""
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    """True when the command line asks for JSON output (``--format json``, ``--format=json``),
+    read from the words themselves, since a usage error leaves no parsed arguments."""
+    words = list(argv)
+    return "--format=json" in words or any(
+        word == "--format" and following == "json" for word, following in zip(words, words[1:]))
+
+
+def _print_error(message: str, code: int, *, as_json: bool) -> None:
+    """The one-line error on stderr, and with ``--format json`` the error object on stdout."""
+    print(f"gpuready: error: {message}", file=sys.stderr)
+    if as_json:  # scripts still get a document to read
+        import json
+
+        print(json.dumps({"status": "error", "exit_code": int(code), "error": message},
+                         indent=2))
 
 
 def chosen_command(argv: Sequence[str]) -> str | None:
@@ -65,19 +156,24 @@ def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the chosen command, and return its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(only=chosen_command(argv))
-    args = parser.parse_args(argv)
+    try:
+        args, extra = parser.parse_known_args(argv)
+        if extra:
+            _refusing_parser(parser, argv).error(f"unrecognized arguments: {' '.join(extra)}")
+    except ArgumentFailure as failure:
+        failure.parser.print_usage(sys.stderr)
+        message = failure.message + _option_hint(failure.parser, failure.message)
+        _print_error(message, ExitCode.BAD_INPUT, as_json=_wants_json(argv))
+        return ExitCode.BAD_INPUT
     if not getattr(args, "handler", None):
         parser.print_help()
         return ExitCode.BAD_INPUT
     try:
+        _require_node_root(args)
         return int(args.handler(args))
     except GpureadyError as error:
-        print(f"gpuready: error: {error.message()}", file=sys.stderr)
-        if getattr(args, "format", None) == "json":  # scripts still get a document to read
-            import json
-
-            print(json.dumps({"status": "error", "exit_code": int(error.exit_code),
-                              "error": error.message()}, indent=2))
+        _print_error(error.message(), error.exit_code,
+                     as_json=getattr(args, "format", None) == "json")
         return int(error.exit_code)
     except KeyboardInterrupt:
         print("gpuready: interrupted", file=sys.stderr)
@@ -93,6 +189,26 @@ def run(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return ExitCode.BAD_INPUT
+
+
+# The top-level folders of a Linux file system: a --root holding none of them is no node.
+NODE_FOLDERS = ("etc", "usr", "var", "dev", "proc", "sys", "run", "opt", "lib")
+
+
+def _require_node_root(args: argparse.Namespace) -> None:
+    """Refuse a ``--root`` that does not look like a node (no ``etc/``, ``usr/``, ``dev/`` ...):
+    a mistyped root would otherwise read as a node with nothing on it. ``setup`` alone makes
+    node roots."""
+    root = getattr(args, "root", None)
+    if root in (None, "/") or args.command == "setup" or any(
+            os.path.isdir(os.path.join(root, folder)) for folder in NODE_FOLDERS):
+        return
+    from gpuready.errors import UsageError
+
+    what = "no such folder" if not os.path.isdir(root) else "it has no etc/ (nor usr/, dev/ ...)"
+    raise UsageError(f"--root {root}: {what}, so it is not a node's root; give the folder that "
+                     "holds the node's etc/ (or make a sandbox node with 'gpuready setup --root "
+                     f"{root}')")
 
 
 def _reader_gone() -> int:

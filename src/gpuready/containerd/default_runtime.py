@@ -75,8 +75,12 @@ def _shown(value: Any) -> str:
 
 
 def refuse_unconfirmed(before: Mapping[str, Any], after: Mapping[str, Any], path: object, *,
-                       confirmed: bool) -> None:
-    """Raise :class:`DefaultRuntimeChangeError` when the edit changes the default runtime."""
+                       confirmed: bool, registering: str | None = None) -> None:
+    """Raise :class:`DefaultRuntimeChangeError` when the edit changes the default runtime.
+
+    ``registering`` is the runtime name the edit registers (``configure --runtime-name``): the
+    advice then fits a node whose default runtime already has that name.
+    """
     found = changes(before, after)
     if found is None or confirmed:
         return
@@ -84,6 +88,35 @@ def refuse_unconfirmed(before: Mapping[str, Any], after: Mapping[str, Any], path
     raise DefaultRuntimeChangeError(
         f"{path}: refusing to change how the default runtime {name!r} runs "
         f"({'; '.join(changed)}): every pod without a RuntimeClass uses it; nothing written. "
-        f"Register the NVIDIA runtime under its own name (--runtime-name nvidia), or pass "
-        f"{CONFIRMATION_FLAG}"
+        + advice(before, name, registering=registering)
     )
+
+
+NVIDIA_NAME = "nvidia"  # the name gpuready registers the NVIDIA runtime under by default
+
+
+def advice(before: Mapping[str, Any], default: str, *, registering: str | None) -> str:
+    """What to do instead of changing the default runtime ``default``.
+
+    Registering the NVIDIA runtime under a name of its own is the way out, except where that
+    name is taken: on a node whose platform made the NVIDIA runtime the default (AKS,
+    Bottlerocket) and the runtime being registered is that default, the NVIDIA runtime already
+    runs, and another name is the only way to register one beside it.
+    """
+    confirm = f"or pass {CONFIRMATION_FLAG}"
+    other = NVIDIA_NAME if default != NVIDIA_NAME else f"{NVIDIA_NAME}-gpu"
+    found = how_it_runs(before)
+    binary = found[1].get("BinaryName") if found else None
+    runs_nvidia = isinstance(binary, str) and binary.rsplit("/", 1)[-1].startswith(NVIDIA_NAME)
+    if registering == default and runs_nvidia:
+        return (f"This node's default runtime {default!r} already runs the NVIDIA runtime "
+                f"(BinaryName {binary!r}), as its platform set it up: every pod, and a "
+                f"RuntimeClass with handler {default!r}, goes through it, so there is nothing "
+                f"to register. To register gpuready's runtime beside it, give it another name "
+                f"(such as --runtime-name {other}, the RuntimeClass handler with it), "
+                f"{confirm} to change the default runtime itself")
+    if default == NVIDIA_NAME:
+        return (f"The default runtime is already named {default!r}: register the NVIDIA runtime "
+                f"under another name (such as --runtime-name {other}, the RuntimeClass handler "
+                f"with it), {confirm} to change the default runtime itself")
+    return f"Register the NVIDIA runtime under its own name (--runtime-name nvidia), {confirm}"

@@ -17,7 +17,8 @@ The fields (``format`` 2)::
           "original": "<SHA-256 before gpuready first changed it; null: gpuready created it>",
           "written": "<SHA-256 after gpuready's last change>",
           "drop_in": true,     # optional: the drop-in ``configure --drop-in`` wrote
-          "whole_file": true   # optional: gpuready wrote the whole text (see below)
+          "whole_file": true,  # optional: gpuready wrote the whole text (see below)
+          "folders": ["<path>"]  # optional: the folders gpuready created to hold this file
         }
       },
       "settings": [{"file": "<path>", "kind": "runtime" | "enable_cdi" | ..., ...}]
@@ -38,6 +39,11 @@ files) as a ``whole_file``: a file with no settings of gpuready's inside, so ``u
 restores its original, or removes it when gpuready created it, only while it still holds what
 gpuready wrote, and leaves it as it is once it was changed. A record without ``whole_file``
 (every record ``configure`` writes) reads as before.
+
+``folders`` lists, top down, the folders that did not exist before gpuready created the file
+(``conf.d`` for the first drop-in), each a folder above that file inside the root (never the
+root itself). ``unconfigure`` removes them, deepest first, once they are empty: a folder the
+operator made is never in the list, and one that holds anything else stays.
 """
 
 from __future__ import annotations
@@ -110,11 +116,20 @@ def render_record(
         **record,
         "format": FORMAT,
         "config": record_name(main, main=main, node=node),
-        "files": {names[key]: entry for key, entry in record["files"].items()},
+        "files": {names[key]: _entry_named(entry, main=main, node=node)
+                  for key, entry in record["files"].items()},
         "settings": [{**setting, "file": names.get(setting["file"], setting["file"])}
                      for setting in record["settings"]],
     }
     return json.dumps(stored, indent=2, sort_keys=True) + "\n"
+
+
+def _entry_named(entry: Mapping[str, Any], *, main: Path, node: Node) -> Mapping[str, Any]:
+    """A file's entry with its ``folders`` (held by host path) named by node path."""
+    if "folders" not in entry:
+        return entry
+    return {**entry, "folders": [record_name(Path(folder), main=main, node=node)
+                                 for folder in entry["folders"]]}
 
 
 def record_name(path: Path, *, main: Path, node: Node) -> str:
@@ -154,7 +169,8 @@ def _checked(record: dict[str, Any], *, main: Path, node: Node) -> dict[str, Any
         _check_setting(setting, files)
     return {
         **record,
-        "files": {hosts[name]: dict(entry) for name, entry in files.items()},
+        "files": {hosts[name]: _entry_on_host(name, dict(entry), record["format"], node=node)
+                  for name, entry in files.items()},
         "settings": [{**setting, "file": hosts[setting["file"]]} for setting in settings],
     }
 
@@ -178,6 +194,45 @@ def _host_path(name: Any, form: int, *, main: Path, node: Node) -> str:
     if not node.contains(name):
         raise _Refused(f"file {name} lies outside --root {node.root}")
     return name
+
+
+def _entry_on_host(name: str, entry: dict[str, Any], form: int, *, node: Node
+                   ) -> dict[str, Any]:
+    """``entry`` with its ``folders`` named by host path, each checked to be a folder above the
+    file ``name`` and strictly inside the root (a record cannot name any other folder)."""
+    folders = entry.get("folders")
+    if folders is None:
+        return entry
+    if not isinstance(folders, list):
+        raise _Refused(f"{name}: 'folders' is not a list")
+    if entry.get("original") is not None:
+        raise _Refused(f"{name}: 'folders' on a file gpuready did not create")
+    hosts = []
+    for folder in folders:
+        if not isinstance(folder, str) or not folder.startswith("/") or (
+                posixpath.normpath(folder) != folder) or folder == "/":
+            raise _Refused(f"{name}: folder {folder!r} is not an absolute, normalised path")
+        if any(ord(char) < 32 or ord(char) == 127 for char in folder):
+            raise _Refused(f"{name}: folder {folder!r} has a control character in its name")
+        if not name.startswith(folder + "/"):
+            raise _Refused(f"{name}: folder {folder} does not hold it")
+        host = node.path(folder) if form == FORMAT else Path(folder)
+        if not node.is_host and (not node.contains(host) or host == node.root):
+            raise _Refused(f"{name}: folder {folder} lies outside --root {node.root}")
+        hosts.append(str(host))
+    return {**entry, "folders": hosts}
+
+
+def created_folders(path: Path, *, node: Node) -> list[Path]:
+    """The folders, top down, that writing the file ``path`` (a host path) would create: those
+    above it that do not exist yet, strictly inside the root."""
+    missing: list[Path] = []
+    folder = Path(os.path.abspath(path)).parent
+    while (folder != folder.parent and folder != node.root and node.contains(folder)
+           and not os.path.lexists(folder)):
+        missing.append(folder)
+        folder = folder.parent
+    return missing[::-1]
 
 
 def _check_entry(name: str, entry: Any) -> None:
@@ -229,11 +284,14 @@ def record_changes(
     runtime_name: str,
     drop_in: Path | None = None,
     whole: Collection[Path] = (),
+    node: Node | None = None,
 ) -> dict[str, Any]:
     """The record after ``plans`` are written: ``previous`` (kept where it already says what
     a setting was before gpuready) plus what these plans add.
 
-    A plan whose path is in ``whole`` is recorded as a ``whole_file``, without settings.
+    A plan whose path is in ``whole`` is recorded as a ``whole_file``, without settings. Given
+    the ``node`` the plans are written on (before they are), a file gpuready creates records
+    the folders writing it creates (:func:`created_folders`), for ``unconfigure`` to remove.
     """
     record: dict[str, Any] = json.loads(json.dumps(previous)) if previous else {
         "format": FORMAT, "config": str(main), "files": {}, "settings": []
@@ -242,8 +300,13 @@ def record_changes(
         if not plan.changes:
             continue
         key = str(plan.path)
+        new = key not in record["files"]
         entry = record["files"].setdefault(key, {"original": sha256(plan.before)})
         entry["written"] = sha256(plan.after)
+        if new and node is not None and plan.before is None and plan.after is not None:
+            folders = created_folders(plan.path, node=node)
+            if folders:
+                entry["folders"] = [str(folder) for folder in folders]
         if drop_in is not None and plan.path == drop_in:
             entry["drop_in"] = True
         if plan.path in whole:

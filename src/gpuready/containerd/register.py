@@ -90,7 +90,8 @@ def plan_registration(
     after = restyle(config.text, edits[-1].text if edits else text)
     edited = _verify(after, config, spec, request.name, desired)
     default_runtime.refuse_unconfirmed(config.data, edited, config.path,
-                                       confirmed=request.default_confirmed)
+                                       confirmed=request.default_confirmed,
+                                       registering=request.name)
     notes += tuple(edit.note for edit in edits if edit.note)
     return Plan(config.path, config.text, after, summary, notes)
 

@@ -12,13 +12,18 @@ For each file in the record:
   restored or removed as above while it is unchanged; once edited it is left as it is, and the
   output says so.
 
-Then the record itself is removed. Without a record there is nothing to do: gpuready never
-guesses what it added.
+Then the record itself is removed, and the folders gpuready created to hold a file it created
+(``conf.d`` for the first drop-in, as the record says) go once they are empty: a folder the
+operator made is never removed, nor one that holds anything else. Without a record there is
+nothing to do: gpuready never guesses what it added.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +52,49 @@ def plan_unconfigure(main: Path, *, node: Node) -> list[Plan]:
     for name, entry in record["files"].items():
         path = Path(name)
         settings = [s for s in record["settings"] if s["file"] == name]
-        plans += plan_file(path, entry, settings, node=node)
+        plans += _with_folder_note(plan_file(path, entry, settings, node=node), entry)
     record_file = record_path(main)
     before = node.read_text(record_file, kind=FileKind.NODE_FACT)
     plans.append(Plan(record_file, before, None, "remove gpuready's record"))
     return plans
+
+
+def _with_folder_note(plans: list[Plan], entry: Mapping[str, Any]) -> list[Plan]:
+    """``plans`` with a note on the file's removal naming the folders gpuready created for it,
+    which go too once empty."""
+    folders = entry.get("folders") or []
+    if not folders or not plans or plans[0].after is not None:
+        return plans
+    names = ", ".join(str(folder) for folder in reversed(folders))
+    one = len(folders) == 1
+    note = (f"{names}: the {'folder' if one else 'folders'} gpuready created for "
+            f"{plans[0].path.name}; removed with it unless something else is in "
+            f"{'it' if one else 'them'}")
+    return [replace(plans[0], notes=(*plans[0].notes, note)), *plans[1:]]
+
+
+def recorded_folders(record: Mapping[str, Any]) -> list[Path]:
+    """The folders a (loaded) record says gpuready created, deepest first, each once."""
+    found: dict[str, None] = {}
+    for entry in record.get("files", {}).values():
+        for folder in entry.get("folders") or ():
+            found.setdefault(folder, None)
+    return [Path(folder) for folder in sorted(found, key=lambda name: name.count("/"),
+                                              reverse=True)]
+
+
+def remove_empty_folders(folders: Iterable[Path]) -> list[Path]:
+    """Remove each of ``folders`` (deepest first) that is an empty folder now, not a link;
+    return those removed. A folder that holds anything stays (``rmdir`` refuses it), and one
+    that cannot be removed is left as it is: the files' change is done either way."""
+    removed = []
+    for folder in folders:
+        if os.path.islink(folder) or not os.path.isdir(folder):
+            continue
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+            removed.append(folder)
+    return removed
 
 
 def plan_file(

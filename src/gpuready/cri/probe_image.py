@@ -5,7 +5,7 @@ The CRI starts every pod sandbox from the pause image named in containerd's conf
 ``gpuready verify --live --probe --probe-image build`` gpuready writes an OCI image archive whose
 only file is a static binary already on the node (Debian's ``busybox-static`` gives
 ``/bin/busybox``), tags it with the configured pause image name, and imports it with
-``ctr -n k8s.io images import`` so the probe runs offline.
+``ctr --address SOCKET -n k8s.io images import`` so the probe runs offline.
 """
 
 from __future__ import annotations

@@ -99,13 +99,21 @@ class LiveReport:
         }
 
 
-def air_gap_hint(image: str) -> str:
-    """What to do when the pause image is missing and cannot be pulled."""
+def air_gap_hint(image: str, address: str) -> str:
+    """What to do when the pause image is missing and cannot be pulled: the ``ctr`` command
+    that imports it into the containerd at ``address`` (the CRI's image namespace)."""
     return (
         f"the pause image {image} is not on the node and could not be pulled; on an air-gapped "
-        f"node import it (ctr -n k8s.io images import pause.tar, with {image} inside) or rerun "
-        "with --probe-image build"
+        f"node import it ({ctr_command(address, 'import pause.tar')}, with {image} inside) or "
+        "rerun with --probe-image build"
     )
+
+
+def ctr_command(address: str, images: str) -> str:
+    """``ctr --address SOCKET -n k8s.io images ...`` for the containerd at ``address``: ctr
+    asks the machine's default socket unless told, and the CRI's images live in ``k8s.io``
+    (:data:`gpuready.cri.probe_image.CRI_NAMESPACE`, not imported here: it loads tarfile)."""
+    return f"ctr --address {socket_path(address)} -n k8s.io images {images}"
 
 
 def pause_image_name(
@@ -193,7 +201,7 @@ def probe(
         intent=intent,
     )
     if not result.ok and image.present is False and image.name:
-        result.message = f"{result.message}; {air_gap_hint(image.name)}"
+        result.message = f"{result.message}; {air_gap_hint(image.name, client.address)}"
     return result, image
 
 

@@ -30,7 +30,10 @@ _FACTS_MODULES = {
 def get(name: str):
     """The engine called ``name`` (one of :data:`NAMES`)."""
     if name not in _MODULES:
-        raise UsageError(f"unknown engine {name!r}: choose one of {', '.join(NAMES)}")
+        from gpuready.suggest import hint
+
+        raise UsageError(f"unknown engine {name!r}{hint(name, NAMES)} (choose one of "
+                         f"{', '.join(NAMES)})")
     return importlib.import_module(_MODULES[name]).ENGINE
 
 

@@ -7,7 +7,6 @@ RuntimeClass's ``handler``; a handler that names no runtime fails only when the 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -16,8 +15,6 @@ from gpuready.node import HOST, FileKind, Node
 API_VERSION = "node.k8s.io/v1"
 KIND = "RuntimeClass"
 # RFC 1123 DNS label, as Kubernetes validates both metadata.name and handler.
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_LABEL_MAX = 63
 
 
 class RuntimeClass(NamedTuple):
@@ -44,23 +41,6 @@ def render(name: str, handler: str) -> str:
     import yaml
 
     return yaml.safe_dump(manifest(name, handler), sort_keys=False, default_flow_style=False)
-
-
-def is_dns_label(value: object) -> bool:
-    """True for a lowercase RFC 1123 label of at most 63 characters."""
-    return isinstance(value, str) and len(value) <= DNS_LABEL_MAX and bool(DNS_LABEL.match(value))
-
-
-def label_problem(value: object) -> str | None:
-    """Why ``value`` cannot be a RuntimeClass name or handler, or None when it can.
-
-    The one rule for runtime names: ``setup`` and ``configure`` refuse a ``--runtime-name`` by
-    it (the name becomes the handler) and ``doctor`` reports a RuntimeClass by it.
-    """
-    if is_dns_label(value):
-        return None
-    return (f"{value!r} is not a lowercase DNS label (a-z, 0-9, '-', at most {DNS_LABEL_MAX} "
-            "characters)")
 
 
 def load(path: Path, *, node: Node = HOST) -> list[RuntimeClass]:

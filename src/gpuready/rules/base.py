@@ -7,7 +7,6 @@ A rule's class docstring is its user documentation: a one-line summary, then the
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -49,11 +48,15 @@ class Rule:
     @classmethod
     def summary(cls) -> str:
         """The docstring's first line."""
+        import inspect  # lazy: only the rule documentation reads docstrings
+
         return inspect.cleandoc(cls.__doc__ or "").splitlines()[0] if cls.__doc__ else ""
 
     @classmethod
     def sections(cls) -> dict[str, str]:
         """The docstring's ``## `` sections by title, their text dedented and stripped."""
+        import inspect
+
         found: dict[str, list[str]] = {}
         current: list[str] | None = None
         for line in inspect.cleandoc(cls.__doc__ or "").splitlines():

@@ -184,6 +184,9 @@ class ConfigContext:
     files: list[FileContext]
     kubelet_cgroup_driver: str | None = None
     kubelet_file: str | None = None
+    # whether systemd runs (gpuready.init_system.SystemdFact); None: the node is not judged
+    # (lint FILE checks a file, not a node)
+    systemd: Any = None
 
     @property
     def main(self) -> FileContext:

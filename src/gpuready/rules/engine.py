@@ -109,7 +109,8 @@ def doctor(
 
 def _doctor(options, selected, config_path, runtimeclass_paths, containerd_version, detection,
             probe, config_only=False) -> Report:
-    # a node's owner, its imports and its kubelet: what lint FILE never needs to load
+    # a node's owner, its imports, its kubelet and its init: what lint FILE never needs to load
+    from gpuready.init_system import systemd_fact
     from gpuready.kubernetes import kubelet
     from gpuready.owners.detect import detect
     from gpuready.owners.state import OwnerState
@@ -146,6 +147,7 @@ def _doctor(options, selected, config_path, runtimeclass_paths, containerd_versi
             files,
             kubelet_cgroup_driver=driver,
             kubelet_file=kubelet_file,
+            systemd=systemd_fact(node),
         )
         problems += _run(Scope.CONFIG, context.config, selected)
     if config_only:

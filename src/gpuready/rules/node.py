@@ -9,7 +9,7 @@ from pathlib import Path
 from gpuready.containerd import facts
 from gpuready.containerd.versions import render_key_path
 from gpuready.errors import InputError
-from gpuready.kubernetes.runtimeclass import DNS_LABEL_MAX, is_dns_label, label_problem
+from gpuready.kubernetes.labels import DNS_LABEL_MAX, is_dns_label, label_problem
 from gpuready.node import FileKind, Node
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope

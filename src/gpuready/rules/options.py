@@ -19,7 +19,7 @@ from gpuready.containerd.runc_options import (
 from gpuready.containerd.versions import ConfigVersion, KeyPath, render_key_path
 from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
-from gpuready.rules.context import ConfigContext, FileContext
+from gpuready.rules.context import ConfigContext, FileContext, plain_problem
 from gpuready.rules.placement import foreign_runtimes
 from gpuready.suggest import did_you_mean
 
@@ -525,10 +525,14 @@ class CgroupVerdict(NamedTuple):
     severity: Severity
     message: str
     fix: str
-    runtime: str  # the runtime whose SystemdCgroup the verdict is about
+    runtime: str | None  # the runtime whose SystemdCgroup it is about; None: the kubelet's
+    rule: str = "cgroup-driver-mismatch"  # the rule that reports it
 
 
 INHERIT_ADVICE = "or register the GPU runtime with --systemd-cgroup=inherit to use runc's driver"
+NO_SYSTEMD_RULE = "systemd-cgroup-without-systemd"
+# what runc says when SystemdCgroup = true meets a node without systemd
+RUNC_NO_SYSTEMD = "systemd not running on this host, cannot use systemd cgroups manager"
 
 
 def _driver(value: bool) -> str:
@@ -542,14 +546,23 @@ def cgroup_verdict(
     lines,
     kubelet_driver: str | None,
     kubelet_file: str | None,
+    systemd=None,
 ) -> CgroupVerdict | None:
-    """Compare the GPU runtime's cgroup driver with runc's and the kubelet's; None when fine.
+    """Compare the GPU runtime's cgroup driver with runc's, the kubelet's and the node's; None
+    when fine.
 
-    The kubelet's configured driver decides when it is known: a runtime that differs is an
-    error. When it is unknown, runc and the GPU runtime on different drivers is a warning: one
-    of them is wrong, and only the kubelet can tell which. The advice never asks to turn the
-    GPU runtime's ``SystemdCgroup = true`` (what gpuready registers) into false.
+    ``systemd`` (a :class:`gpuready.init_system.SystemdFact`, None when the node is not judged)
+    comes first: on a node that shows no systemd, a runc runtime with ``SystemdCgroup = true``
+    or the kubelet's ``cgroupDriver: systemd`` is an error (systemd-cgroup-without-systemd).
+    Otherwise the kubelet's configured driver decides when it is known: a runtime that differs
+    is an error. When it is unknown, runc and the GPU runtime on different drivers is a warning:
+    one of them is wrong, and only the kubelet can tell which. Where systemd may run, the advice
+    never asks to turn the GPU runtime's ``SystemdCgroup = true`` (what gpuready registers) into
+    false.
     """
+    if systemd is not None and systemd.absent:  # whatever else is registered
+        return _without_systemd(runtimes, name, lines, systemd.evidence, kubelet_driver,
+                                kubelet_file)
     if name not in runtimes:
         return None
     gpu = systemd_cgroup(runtimes[name], lines)
@@ -590,6 +603,43 @@ def cgroup_verdict(
     return None
 
 
+def _without_systemd(
+    runtimes: Mapping[str, Mapping[str, Any]], name: str, lines, evidence: str,
+    kubelet_driver: str | None, kubelet_file: str | None,
+) -> CgroupVerdict | None:
+    """The verdict on a node without systemd: every runc runtime and the kubelet on cgroupfs."""
+    order = [name, "runc", *sorted(runtimes)]
+    on_systemd = [runtime for runtime in dict.fromkeys(order) if runtime in runtimes
+                  and isinstance(runtimes[runtime], Mapping) and is_runc(runtimes[runtime])
+                  and systemd_cgroup(runtimes[runtime], lines) is True]
+    kubelet = kubelet_driver == "systemd"
+    if not on_systemd and not kubelet:
+        return None
+    kubelet_fix = f"set cgroupDriver: cgroupfs in {kubelet_file}"
+    if not on_systemd:
+        return CgroupVerdict(
+            Severity.ERROR,
+            f"the kubelet's cgroupDriver is systemd ({kubelet_file}) but systemd does not run on "
+            f"this node ({evidence}): the kubelet cannot manage pod cgroups through systemd",
+            f"{kubelet_fix} (the runtimes already use cgroupfs), or run the node with systemd",
+            None, NO_SYSTEMD_RULE)
+    named = " and ".join(repr(runtime) for runtime in on_systemd)
+    plural = len(on_systemd) > 1
+    how = (f" ('gpuready configure --systemd-cgroup false' does it for {name!r})"
+           if name in on_systemd else "")
+    fix = (f"set SystemdCgroup = false (the cgroupfs driver) in the options of runtime"
+           f"{'s' if plural else ''} {named}{how}")
+    if kubelet:
+        fix += f", and {kubelet_fix}"
+    return CgroupVerdict(
+        Severity.ERROR,
+        f"runtime{'s' if plural else ''} {named} {'have' if plural else 'has'} SystemdCgroup = "
+        f"true but systemd does not run on this node ({evidence}): "
+        f"{'their' if plural else 'its'} pods fail to start (runc: \"{RUNC_NO_SYSTEMD}\")",
+        fix + ", or run the node with systemd",
+        on_systemd[0], NO_SYSTEMD_RULE)
+
+
 class CgroupDriverMismatch(Rule):
     """The GPU runtime's cgroup driver differs from runc's or from the kubelet's.
 
@@ -598,7 +648,9 @@ class CgroupDriverMismatch(Rule):
     kubelet's `cgroupDriver` (`/var/lib/kubelet/config.yaml`, read by `doctor`) and with the
     `runc` runtime's. A runtime that differs from the kubelet's configured driver is an error;
     when the kubelet's driver is unknown (lint, or no kubelet config), runc and the GPU runtime
-    on different drivers is a warning. `setup` and `check` give the same verdict.
+    on different drivers is a warning. On a node that shows no systemd,
+    systemd-cgroup-without-systemd gives the verdict instead. `setup` and `check` give the same
+    verdict.
 
     ## Why is this bad?
     Two cgroup managers on one node fight over the same cgroups: GPU pods are killed at
@@ -632,22 +684,81 @@ class CgroupDriverMismatch(Rule):
     scope = Scope.CONFIG
 
     def check(self, ctx: ConfigContext) -> Iterator[Problem]:
-        verdict = cgroup_verdict(
-            ctx.runtimes(),
-            ctx.options.runtime_name,
-            lines=decoding.lines_for(major=ctx.semantics.major, release=ctx.semantics.release),
-            kubelet_driver=ctx.kubelet_cgroup_driver,
-            kubelet_file=ctx.kubelet_file,
-        )
-        if verdict is None:
-            return
-        yield ctx.report(
-            self,
-            verdict.message,
-            (*ctx.spec.options_path(verdict.runtime), "SystemdCgroup"),
-            severity=verdict.severity,
-            fix=verdict.fix,
-        )
+        yield from _report_verdict(self, ctx)
+
+
+def _report_verdict(rule: Rule, ctx: ConfigContext) -> Iterator[Problem]:
+    """The node's one cgroup verdict, when ``rule`` is the rule that gives it."""
+    verdict = cgroup_verdict(
+        ctx.runtimes(),
+        ctx.options.runtime_name,
+        lines=decoding.lines_for(major=ctx.semantics.major, release=ctx.semantics.release),
+        kubelet_driver=ctx.kubelet_cgroup_driver,
+        kubelet_file=ctx.kubelet_file,
+        systemd=ctx.systemd,
+    )
+    if verdict is None or verdict.rule != rule.name:
+        return
+    if verdict.runtime is None:  # the kubelet's driver: a problem in the kubelet's file
+        yield plain_problem(rule, verdict.message, file=ctx.kubelet_file or "",
+                            key_path="cgroupDriver", severity=verdict.severity, fix=verdict.fix)
+        return
+    yield ctx.report(
+        rule,
+        verdict.message,
+        (*ctx.spec.options_path(verdict.runtime), "SystemdCgroup"),
+        severity=verdict.severity,
+        fix=verdict.fix,
+    )
+
+
+class SystemdCgroupWithoutSystemd(Rule):
+    """`SystemdCgroup = true` on a node where systemd does not run.
+
+    ## What it does
+    Looks whether systemd runs on the node (`lint` without FILE, `doctor`, `check` and `setup`;
+    never `lint FILE`, which judges a file, not a node). On this machine:
+    `/run/systemd/system` is a folder (as `sd_booted()` decides; runc asks the same), and PID 1's
+    name (`/proc/1/comm`) is said beside it. Under `--root` only what the root holds counts: its
+    `run/systemd/system`, `proc/1/comm`, and its init (`/sbin/init` linking to systemd, or to
+    busybox, openrc-init, ...). A root that holds none of them is unknown and nothing is
+    reported. On a node without systemd, reports every runc runtime whose `options.SystemdCgroup`
+    is true, and the kubelet's `cgroupDriver: systemd` (`doctor`).
+
+    ## Why is this bad?
+    runc's systemd cgroup manager needs systemd: on a host without it (WSL, OpenRC, runit,
+    busybox init, a container) every pod of the runtime fails to start with "systemd not running
+    on this host, cannot use systemd cgroups manager". containerd loads the config without a
+    word, so before this rule only a probe (`verify --live --probe`) found it.
+
+    ## Example
+    ```toml
+    # a node whose PID 1 is openrc-init, no /run/systemd/system
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      BinaryName = "/usr/bin/nvidia-container-runtime"
+      SystemdCgroup = true
+    ```
+
+    ## Use instead
+    ```toml
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      BinaryName = "/usr/bin/nvidia-container-runtime"
+      SystemdCgroup = false
+    ```
+
+    ## Fix
+    Set `SystemdCgroup = false` (the cgroupfs driver) in the options of every runc runtime
+    (`gpuready configure --systemd-cgroup false` does it for the GPU runtime; `gpuready setup`
+    chooses false by itself on a node that shows no systemd), and `cgroupDriver: cgroupfs` in
+    the kubelet's config; or run the node with systemd.
+    """
+
+    name = NO_SYSTEMD_RULE
+    severity = Severity.ERROR
+    scope = Scope.CONFIG
+
+    def check(self, ctx: ConfigContext) -> Iterator[Problem]:
+        yield from _report_verdict(self, ctx)
 
 
 # The rules this module defines, in the order the catalogue lists them.
@@ -659,4 +770,5 @@ RULES = (
     UnknownOption(),
     DeprecatedSystemdCgroup(),
     CgroupDriverMismatch(),
+    SystemdCgroupWithoutSystemd(),
 )

@@ -21,6 +21,7 @@ _KEYS = "gpuready.rules.keys"
 _RUNTIMES = "gpuready.rules.runtimes"
 _OPTIONS = "gpuready.rules.options"
 _NODE = "gpuready.rules.node"
+_CDI_NODE = "gpuready.rules.cdi_node"
 _OWNERSHIP = "gpuready.rules.ownership"
 _TRANSACTION = "gpuready.rules.transaction"
 _DOCKER = "gpuready.engines.docker.rules"
@@ -50,6 +51,7 @@ CATALOGUE: tuple[tuple[str, Scope, str], ...] = (
     ("default-runtime-changed", Scope.CONFIG, _RUNTIMES),
     ("default-runtime-missing", Scope.CONFIG, _RUNTIMES),
     ("cgroup-driver-mismatch", Scope.CONFIG, _OPTIONS),
+    ("systemd-cgroup-without-systemd", Scope.CONFIG, _OPTIONS),
     ("cri-disabled", Scope.CONFIG, _RUNTIMES),
     ("import-overrides-cri", Scope.NODE, _NODE),
     ("import-missing", Scope.NODE, _NODE),
@@ -58,6 +60,10 @@ CATALOGUE: tuple[tuple[str, Scope, str], ...] = (
     ("handler-invalid", Scope.NODE, _NODE),
     ("cdi-spec-missing", Scope.NODE, _NODE),
     ("cdi-spec-invalid", Scope.NODE, _NODE),
+    ("cdi-not-read", Scope.NODE, _CDI_NODE),
+    ("cdi-spec-shadowed", Scope.NODE, _CDI_NODE),
+    ("cdi-device-conflict", Scope.NODE, _CDI_NODE),
+    ("cdi-spec-stale", Scope.NODE, _CDI_NODE),
     ("config-regenerated", Scope.NODE, _OWNERSHIP),
     ("owner-template-stale", Scope.NODE, _OWNERSHIP),
     ("socket-mismatch", Scope.NODE, _OWNERSHIP),
@@ -97,7 +103,10 @@ def _rules_in(module: str) -> dict[str, Rule]:
 def get(name: str) -> Rule:
     """The rule called ``name``; an unknown name is a usage error listing the known ones."""
     if name not in _MODULE_OF:
-        raise UsageError(f"unknown rule {name!r}; run 'gpuready rules' for the list")
+        from gpuready.suggest import hint
+
+        raise UsageError(f"unknown rule {name!r}{hint(name, NAMES)} "
+                         "(run 'gpuready rules' for the list)")
     return _rules_in(_MODULE_OF[name])[name]
 
 

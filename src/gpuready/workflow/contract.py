@@ -16,7 +16,7 @@ from gpuready.containerd import facts
 from gpuready.containerd.document import parse_toml
 from gpuready.containerd.model import Loaded
 from gpuready.containerd.versions import render_key_path, spec_of
-from gpuready.errors import InputError
+from gpuready.errors import InputError, MissingFileError
 from gpuready.node import FileKind, Node
 from gpuready.paths import CDI_SPEC, CONTAINERD_CONFIG
 from gpuready.problems import Severity
@@ -206,14 +206,20 @@ def check_runtimeclass(manifest: Mapping[str, Any], config: ConfigFacts) -> list
     ]
 
 
-def check_config(config: ConfigFacts, loaded: Loaded | None = None) -> list[Check]:
+def check_config(config: ConfigFacts, loaded: Loaded | None = None, *,
+                 systemd=None) -> list[Check]:
     """runc and the NVIDIA runtime loaded, runc the default, SystemdCgroup a boolean true.
 
     ``loaded`` is what the node's containerd line loads from config.toml and its imports
     (:mod:`gpuready.containerd.model`): a runtime is loaded when the line's CRI plugin loads and
     holds it, the verdict ``lint``, ``doctor`` and the never-break gate give. Without it, the
     runtimes written in config.toml decide.
+
+    ``systemd`` (:class:`gpuready.init_system.SystemdFact`): on a node that shows no systemd,
+    SystemdCgroup must be a boolean, and false is the value to have (the cgroup check says so
+    when it is true); elsewhere the contract's true.
     """
+    node_systemd = systemd
     runtime = loaded.runtimes.get(config.runtime_name) if loaded else config.runtime
     systemd = facts.runtime_options(runtime).get("SystemdCgroup")
     runtime_type = (runtime or {}).get("runtime_type")
@@ -236,13 +242,29 @@ def check_config(config: ConfigFacts, loaded: Loaded | None = None) -> list[Chec
             f"default_runtime_name = {default!r}",
             'set default_runtime_name = "runc"; GPU pods opt in with the RuntimeClass',
         ),
-        Check(
-            "SystemdCgroup is the boolean true",
-            systemd is True,
-            f"options.SystemdCgroup = {systemd!r} ({type(systemd).__name__})",
-            "write SystemdCgroup = true (a TOML boolean, without quotes) in the runtime's options",
-        ),
+        _systemd_cgroup_check(systemd, node_systemd),
     ]
+
+
+def _systemd_cgroup_check(value: object, node_systemd) -> Check:
+    """SystemdCgroup is the contract's boolean true; on a node without systemd, a boolean (the
+    cgroup check judges its value there)."""
+    shown = f"options.SystemdCgroup = {value!r} ({type(value).__name__})"
+    if node_systemd is not None and node_systemd.absent:
+        return Check(
+            "SystemdCgroup is a boolean",
+            isinstance(value, bool),
+            f"{shown} (systemd does not run on this node: false, the cgroupfs driver, "
+            "replaces the contract's true; 'cgroup drivers agree' judges the value)",
+            "write SystemdCgroup = false (a TOML boolean, without quotes) in the runtime's "
+            "options",
+        )
+    return Check(
+        "SystemdCgroup is the boolean true",
+        value is True,
+        shown,
+        "write SystemdCgroup = true (a TOML boolean, without quotes) in the runtime's options",
+    )
 
 
 def _loaded_check(name: str, runtime: str, config: ConfigFacts, loaded: Loaded | None,
@@ -279,15 +301,21 @@ def node_loaded(files: NodeFiles, text: str, line) -> Loaded | None:
         return None
 
 
-def check_cgroup_drivers(config: ConfigFacts, node: Node) -> list[Check]:
-    """The GPU runtime, runc and the kubelet on one cgroup driver: the verdict lint and doctor
-    give (cgroup-driver-mismatch), with the same severity and advice."""
+def check_cgroup_drivers(config: ConfigFacts, node: Node, *, systemd=None) -> list[Check]:
+    """The GPU runtime, runc and the kubelet on one cgroup driver, one that the node runs: the
+    verdict lint and doctor give (cgroup-driver-mismatch, systemd-cgroup-without-systemd), with
+    the same severity and advice. ``systemd``: whether systemd runs on ``node``
+    (:func:`gpuready.init_system.systemd_fact`, read here when not given)."""
     from gpuready.containerd import decoding
     from gpuready.containerd.semantics import from_config_version
     from gpuready.kubernetes import kubelet
     from gpuready.rules.options import cgroup_verdict
 
     name = "cgroup drivers agree"
+    if systemd is None:
+        from gpuready.init_system import systemd_fact
+
+        systemd = systemd_fact(node)
     try:
         driver, kubelet_file = kubelet.cgroup_driver(node)
     except InputError as error:
@@ -299,15 +327,18 @@ def check_cgroup_drivers(config: ConfigFacts, node: Node) -> list[Check]:
         lines=decoding.lines_for(major=major),
         kubelet_driver=driver,
         kubelet_file=kubelet_file,
+        systemd=systemd,
     )
     if verdict is None:
         where = f"the kubelet's is {driver} ({kubelet_file})" if driver else "kubelet unknown"
+        if systemd.absent:
+            where += f"; no systemd on this node ({systemd.evidence}), and none uses it"
         return [Check(name, True, f"runtime {config.runtime_name} and runc agree; {where}")]
     return [
         Check(
             name,
             verdict.severity is not Severity.ERROR,
-            f"cgroup-driver-mismatch: {verdict.message}",
+            f"{verdict.rule}: {verdict.message}",
             verdict.fix,
             warning=verdict.severity is Severity.WARNING,
         )
@@ -341,6 +372,8 @@ def contract_checks(
     try:
         text = read(files.config)
         config = read_config_facts(text, files.config, runtime_name)
+    except MissingFileError:
+        raise  # nothing to check: bad input (exit 2), the message says what writes it
     except InputError as error:
         return [*pending, Check("config.toml parses", False, error.message(),
                                 "fix the file as the message says (at its line and column), or "
@@ -350,8 +383,11 @@ def contract_checks(
                      config_version=config.version)
     checks = [*pending,
               Check("config.toml parses", True, f"{files.config}: version {config.version}")]
-    checks += check_config(config, node_loaded(files, text, line))
-    checks += check_cgroup_drivers(config, files.node)
+    from gpuready.init_system import systemd_fact
+
+    systemd = systemd_fact(files.node)
+    checks += check_config(config, node_loaded(files, text, line), systemd=systemd)
+    checks += check_cgroup_drivers(config, files.node, systemd=systemd)
     try:
         manifest = load_mapping(read(files.runtimeclass), files.runtimeclass)
     except InputError as error:

@@ -26,7 +26,11 @@ from gpuready.containerd.record import (
     record_path,
     render_record,
 )
-from gpuready.containerd.unconfigure import plan_unconfigure
+from gpuready.containerd.unconfigure import (
+    plan_unconfigure,
+    recorded_folders,
+    remove_empty_folders,
+)
 from gpuready.fsio import BACKUP_SUFFIX
 from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
@@ -61,7 +65,7 @@ def plan_configure_node(
         from gpuready.containerd.keep_default import keep_default_runtime
 
         plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
-    return [*plans, plan_record(node, plans, request=request, drop_in=drop_in)]
+    return [*plans, plan_record(node, plans, request=request, drop_in=drop_in, folders=True)]
 
 
 def configure_guard(node: NodeConfig, request: ConfigureRequest) -> Guard | None:
@@ -82,10 +86,13 @@ def guarded(plans: list[Plan], guard: Guard | None) -> list[Plan]:
 
 def plan_record(
     node: NodeConfig, plans: list[Plan], *, request: ConfigureRequest, drop_in: DropIn | None,
-    whole: Collection[Path] = (),
+    whole: Collection[Path] = (), folders: bool = False,
 ) -> Plan:
     """The record of what ``plans`` add, merged into the record already there (the files in
-    ``whole`` recorded as whole files, see :mod:`gpuready.containerd.record`)."""
+    ``whole`` recorded as whole files, see :mod:`gpuready.containerd.record`).
+
+    With ``folders``, a file the plans create also records the folders its write creates (the
+    node must be the one written, not a copy of it), for ``unconfigure`` to remove."""
     config = node.config
     path = record_path(config)
     before = node.node.read_text_or_none(path, kind=FileKind.NODE_FACT)
@@ -95,6 +102,7 @@ def plan_record(
     record = record_changes(
         load_record(config, node=node.node), plans, main=config, runtime_name=request.runtime.name,
         drop_in=drop_in.path if drop_in else None, whole=whole,
+        node=node.node if folders else None,
     )
     return Plan(path, before, render_record(record, main=config, node=node.node),
                 "record what gpuready added")
@@ -125,9 +133,21 @@ def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
     SIGKILL) leaves a record from which the next ``configure`` or ``unconfigure`` completes.
     Written last, a kill after the config would lose it, and with it ``unconfigure``.
     """
+    folders = folders_to_remove(plans, node=node)
     written = apply_all(journal_order(plans), node=node.node,
                         own=[plan.path for plan in plans if is_record(plan)])
+    if folders and any(is_record(plan) and plan.after is None for plan in written):
+        remove_empty_folders(folders)
     return [plan for plan in plans if plan in written]
+
+
+def folders_to_remove(plans: list[Plan], *, node: NodeConfig) -> list[Path]:
+    """The folders gpuready created that ``unconfigure``'s ``plans`` leave to remove: those the
+    record, which the plans remove, names (none when no plan removes the record)."""
+    if not any(is_record(plan) and plan.changes and plan.after is None for plan in plans):
+        return []
+    record = load_record(node.config, node=node.node)
+    return recorded_folders(record) if record else []
 
 
 def journal_order(plans: list[Plan]) -> list[Plan]:

@@ -25,7 +25,7 @@ from gpuready.changeset import write_all
 from gpuready.engines.docker import config as daemon_json
 from gpuready.engines.docker.engine import chain
 from gpuready.engines.docker.facts import DAEMON_JSON
-from gpuready.errors import InputError
+from gpuready.errors import InputError, MissingFileError
 from gpuready.node import FileKind
 from gpuready.plan import Plan
 from gpuready.workflow import contract
@@ -156,6 +156,8 @@ def docker_checks(files: DockerFiles, name: str, read: Callable[[Path], str]) ->
     """The contract's checks that apply to Docker, each file read through ``read``."""
     try:
         runtimes, default = _read_back(read(files.config), files.config)
+    except MissingFileError:
+        raise  # nothing to check: bad input (exit 2), the message says what writes it
     except InputError as error:
         return [Check("daemon.json parses", False, error.message(),
                       "fix the file at its line and column, or run 'gpuready setup --engine "

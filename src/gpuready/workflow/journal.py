@@ -114,7 +114,7 @@ def intent(node: Node, config: Path, *, major: int, plans: list[Plan], backups: 
         for plan in plans if plan.changes
     )
     fields = ("command", "address", "timeout", "probe", "runtime_name", "expect_runtime",
-              "gone_runtime")
+              "gone_runtime", "probe_image", "probe_binary")
     return Journal(
         config=node_name(node, config), major=major, phase="write", restart=restart,
         options={name: getattr(options, name) for name in fields}, files=files,
@@ -314,8 +314,13 @@ def _options(item: Any) -> dict[str, Any]:
     _expect(isinstance(item["runtime_name"], str), "options.runtime_name")
     for name in ("command", "expect_runtime", "gone_runtime"):
         _expect(item[name] is None or isinstance(item[name], str), f"options.{name}")
-    return {name: item[name] for name in ("command", "address", "timeout", "probe",
-                                          "runtime_name", "expect_runtime", "gone_runtime")}
+    # a journal of an earlier release has no probe image: the pause image of the node
+    _expect(item.get("probe_image", "node") in ("node", "build"), "options.probe_image")
+    _expect(isinstance(item.get("probe_binary", "/bin/busybox"), str), "options.probe_binary")
+    return {**{name: item[name] for name in ("command", "address", "timeout", "probe",
+                                             "runtime_name", "expect_runtime", "gone_runtime")},
+            "probe_image": item.get("probe_image", "node"),
+            "probe_binary": item.get("probe_binary", "/bin/busybox")}
 
 
 def _node_path(value: Any, what: str) -> str:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from gpuready.changeset import apply_all, locked_all
 from gpuready.containerd import facts
@@ -15,7 +16,7 @@ from gpuready.containerd.keep_default import keep_default_runtime
 from gpuready.containerd.lines import node_line
 from gpuready.containerd.model import file_version
 from gpuready.containerd.record import record_path
-from gpuready.containerd.register import CGROUP_NOTE, RuntimeRequest
+from gpuready.containerd.register import CGROUP_NOTE, CgroupMode, RuntimeRequest
 from gpuready.fsio import backup_path
 from gpuready.kubernetes import runtimeclass
 from gpuready.node import Node
@@ -41,6 +42,10 @@ class SetupOptions:
     enable_cri: bool = False
     detection: Detection | None = None  # who owns containerd (None: plain containerd)
     containerd_version: str | None = None  # --containerd-version: the line reading the files
+    # the operator chose the GPU runtime's SystemdCgroup (--systemd-cgroup); when not, the node
+    # decides where it shows no systemd (see choose_cgroup)
+    cgroup_given: bool = True
+    systemd: Any = None  # whether systemd runs (gpuready.init_system.SystemdFact), once read
 
     def __post_init__(self) -> None:
         # The toolkit folder is a node path: a relative one is taken from the node's top, so
@@ -102,7 +107,10 @@ def run_setup(options: SetupOptions) -> SetupResult:
     changed (:mod:`gpuready.containerd.record`), so ``unconfigure`` can take it back; a dry run
     writes no record.
     """
+    options, cgroup_note = choose_cgroup(options)
     result = _run_steps(options)
+    if cgroup_note:
+        result.notes.insert(0, cgroup_note)
     if options.dry_run:
         from gpuready.changeset import check
 
@@ -117,6 +125,58 @@ def run_setup(options: SetupOptions) -> SetupResult:
     result.checks = contract.contract_checks(files, options.request.name, read or files.read,
                                              containerd_version=options.containerd_version)
     return result
+
+
+def choose_cgroup(options: SetupOptions) -> tuple[SetupOptions, str | None]:
+    """The node's facts before the contract's defaults: on a node that shows no systemd
+    (:func:`gpuready.init_system.systemd_fact`), the GPU runtime gets ``SystemdCgroup = false``
+    unless ``--systemd-cgroup`` chose, and a base config setup stages has its runc runtimes'
+    ``SystemdCgroup = true`` turned false too (unless ``--systemd-cgroup true`` asked for
+    systemd's driver). Where systemd runs, or nothing says (a sandbox root), the contract's
+    values stay exactly as they are. Also the note that says what was chosen, and why."""
+    from gpuready.init_system import systemd_fact
+
+    fact = systemd_fact(options.node)
+    options = replace(options, systemd=fact)
+    if not fact.absent or options.cgroup_given:
+        return options, None
+    request = options.request._replace(systemd_cgroup=CgroupMode.FALSE)
+    return replace(options, request=request), (
+        f"systemd does not run on this node ({fact.evidence}): runtime {request.name} gets "
+        "SystemdCgroup = false (the cgroupfs driver); --systemd-cgroup true keeps systemd's")
+
+
+BASE_ON_CGROUPFS = ("the staged base's runc runtimes get SystemdCgroup = false as well (systemd "
+                    "does not run on this node)")
+
+
+def _cgroupfs_base(options: SetupOptions) -> bool:
+    """True when a base config staged on this node gets its runc runtimes on cgroupfs."""
+    return (options.systemd is not None and options.systemd.absent
+            and options.request.systemd_cgroup is not CgroupMode.TRUE)
+
+
+def runc_on_cgroupfs(text: str, path: Path) -> str:
+    """``text`` with every runc runtime's ``SystemdCgroup = true`` set to false (each a one-value
+    edit: every other byte kept). A table written in a way that cannot be edited safely is left
+    as it is: the cgroup check then says what to change."""
+    from gpuready.containerd.edit import UneditableTableError, set_value
+    from gpuready.containerd.runc_options import is_runc
+    from gpuready.containerd.versions import spec_of
+    from gpuready.textfile import restyle, without_bom
+
+    edited = bare = without_bom(text)  # what the parser and the editor see, as configure does
+    data = load_config_text(bare, path).data
+    spec = spec_of(data, path=path)
+    for name, entry in facts.runtimes(data, spec).items():
+        if (isinstance(entry, dict) and is_runc(entry)
+                and facts.runtime_options(entry).get("SystemdCgroup") is True):
+            try:
+                edited = set_value(edited, (*spec.options_path(name), "SystemdCgroup"),
+                                   False).text
+            except UneditableTableError:
+                continue
+    return text if edited == bare else restyle(text, edited)
 
 
 def _write(options: SetupOptions, result: SetupResult, *, config: Path | None) -> None:
@@ -180,9 +240,15 @@ def _stage_and_register(
     base = choose_base(node=options.node, config_path=files.config, base=options.base,
                        release=told.release)
     origin_path = options.base or files.config
+    cgroupfs_notes: list[str] = []
 
     def compute(current: str | None) -> Plan:
         text = current if base.keeps_existing and current is not None else base.text
+        if _cgroupfs_base(options) and not base.keeps_existing:
+            on_cgroupfs = runc_on_cgroupfs(text, origin_path)  # no systemd: see choose_cgroup
+            if on_cgroupfs != text:
+                cgroupfs_notes[:] = [BASE_ON_CGROUPFS]
+            text = on_cgroupfs
         request = ConfigureRequest(options.request, enable_cri=options.enable_cri)
         planned = plan_configure(load_config_text(text, origin_path), request)
         plan = Plan(files.config, current, planned.after, planned.summary, planned.notes)
@@ -201,6 +267,7 @@ def _stage_and_register(
         result.edited_configs.append(files.config)
     # The cgroup verdict is a check of its own (the same as doctor's), not a note.
     result.notes.extend(n for n in plan.notes if not n.startswith(CGROUP_NOTE))
+    result.notes.extend(cgroupfs_notes)
     staged = _staged(base, plan, dry_run=options.dry_run)
     result.steps.append(Step(1, "base config", files.config, staged))
     result.steps.append(Step(2, "runtime section", files.config,

@@ -67,6 +67,8 @@ class RestartOptions(NamedTuple):
     expect_runtime: str | None = None
     gone_runtime: str | None = None
     containerd: str = "containerd"
+    probe_image: str = "node"  # as verify --live --probe-image: "build" imports a stand-in
+    probe_binary: str = "/bin/busybox"
 
 
 def options_problem(options: RestartOptions) -> str | None:
@@ -117,6 +119,20 @@ class Outcome:
         return all(step.ok for step in self.steps)
 
     @property
+    def exit_code(self) -> int:
+        """0 when every step passed; 2 when it was refused before a byte was written; else 1
+        (written, then a step failed: rolled back, or the node left as the steps say)."""
+        if self.ok:
+            return 0
+        return 1 if self.written else 2
+
+    @property
+    def error(self) -> str | None:
+        """The first failed step as one line, or None when every step passed."""
+        failed = next((step for step in self.steps if not step.ok), None)
+        return None if failed is None else f"{failed.name}: {failed.detail}"
+
+    @property
     def diff(self) -> str:
         """The diff of every file (the record left out)."""
         return "".join(plan.diff() for plan in self.plans if not is_bookkeeping(plan))
@@ -140,6 +156,8 @@ class Outcome:
         """The JSON form; ``status`` is ``ok`` or ``failed``."""
         return {
             "status": "ok" if self.ok else "failed",
+            "exit_code": self.exit_code,
+            "error": self.error,
             "files": [{"file": str(p.path), "changed": p.changes, "summary": p.summary,
                        "diff": p.diff()} for p in self.plans if not is_bookkeeping(p)],
             "steps": [vars(step) for step in self.steps],
@@ -451,7 +469,9 @@ def verify(node: NodeConfig, options: RestartOptions, outcome: Outcome, *, host:
             report = verify_live(VerifyOptions(
                 address=options.address, config_path=merged, root=node.root,
                 runtime_name=options.expect_runtime, handler=options.expect_runtime,
-                probe=options.probe, timeout=10.0, probe_timeout=options.timeout,
+                probe=options.probe, probe_image=options.probe_image,
+                probe_binary=Path(options.probe_binary), timeout=10.0,
+                probe_timeout=options.timeout,
             ), connect=host.connect)
         except GpureadyError as error:
             return outcome.add("verify --live", False, error.message())
@@ -570,7 +590,9 @@ def _pending_options(found: txn.Journal, override: RestartOptions | None) -> Res
         return options
 
     return options._replace(command=override.command, address=override.address,
-                   timeout=override.timeout, probe=override.probe)
+                            timeout=override.timeout, probe=override.probe,
+                            probe_image=override.probe_image,
+                            probe_binary=override.probe_binary)
 
 
 def _settle(

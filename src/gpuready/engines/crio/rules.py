@@ -275,7 +275,9 @@ class CrioRuntimePathInvalid(Rule):
     ```
 
     ## Fix
-    Write the absolute path of the installed runtime; install the NVIDIA Container Toolkit first.
+    Write the absolute path of the installed runtime, or install the one named: the NVIDIA
+    Container Toolkit provides `nvidia-container-runtime`; `crun` and `runc` are packages of
+    their own (`apt-get install crun`, `dnf install crun`).
     """
 
     name = "crio-runtime-path-invalid"
@@ -297,8 +299,25 @@ class CrioRuntimePathInvalid(Rule):
             if not node.is_executable(host):
                 yield ctx.report(self, f"runtime {name!r}: {host} does not exist or is not "
                                  "executable: CRI-O will not start", key_path,
-                                 fix="install the NVIDIA Container Toolkit, or set the path "
-                                 "where it is")
+                                 fix=install_fix(value))
+
+
+# The OCI runtimes that are packages of their own (same name on Debian, Ubuntu, RHEL, Fedora).
+OWN_PACKAGES = ("crun", "runc")
+NVIDIA_RUNTIME = "nvidia-container-runtime"  # and its .cdi and .legacy modes
+
+
+def install_fix(runtime_path: str) -> str:
+    """How to get the binary ``runtime_path`` names: the NVIDIA Container Toolkit only for the
+    NVIDIA runtime; crun and runc from their own packages; any other from what provides it."""
+    binary = runtime_path.rsplit("/", 1)[-1]
+    where = f"or set runtime_path to where {binary} is installed"
+    if binary == NVIDIA_RUNTIME or binary.startswith(NVIDIA_RUNTIME + "."):
+        return f"install the NVIDIA Container Toolkit, which provides {binary}, {where}"
+    if binary in OWN_PACKAGES:
+        return (f"install {binary}, a package of its own (apt-get install {binary}, or "
+                f"dnf install {binary}), {where}")
+    return f"install {binary} (the runtime this handler runs), {where}"
 
 
 class CrioRuntimeNotRegistered(Rule):

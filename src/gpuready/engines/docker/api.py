@@ -10,10 +10,13 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from gpuready.errors import GpureadyError, RuntimeUnreachableError
+
+if TYPE_CHECKING:
+    from gpuready.engines.docker.address import DockerAddress
 
 API_VERSION = "v1.41"  # Docker 20.10's API; later daemons serve it too
 MAX_RESPONSE = 16 * 1024 * 1024
@@ -39,23 +42,33 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
-def socket_of(address: str) -> str:
-    """The socket path of ``unix:///var/run/docker.sock`` (or of a bare path)."""
-    return address.removeprefix("unix://")
+def socket_of(address: str | DockerAddress) -> str:
+    """The socket path of ``unix:///var/run/docker.sock`` (or of a bare path, or of a
+    :class:`~gpuready.engines.docker.address.DockerAddress`)."""
+    return getattr(address, "address", address).removeprefix("unix://")
 
 
 class DockerApi:
     """The Engine API of the dockerd listening on ``address``."""
 
-    def __init__(self, address: str, *, timeout: float = 10.0) -> None:
-        self.address = address
-        self.socket_path = socket_of(address)
+    def __init__(self, address: str | DockerAddress, *, timeout: float = 10.0) -> None:
+        # address: "unix:///PATH", or a DockerAddress, whose origin errors then name
+        text = getattr(address, "address", address)
+        self.address = address.shown() if hasattr(address, "shown") else text
+        self.socket_path = socket_of(text)
         self.timeout = timeout
 
     def request(self, method: str, path: str, *, query: dict | None = None,
                 body: bytes | None = None, content_type: str = "application/json",
                 timeout: float | None = None) -> Any:
         """One request; the decoded JSON answer (None for an empty one)."""
+        return _decode(self._exchange(method, path, query=query, body=body,
+                                      content_type=content_type, timeout=timeout))
+
+    def _exchange(self, method: str, path: str, *, query: dict | None = None,
+                  body: bytes | None = None, content_type: str = "application/json",
+                  timeout: float | None = None) -> bytes:
+        """One request; the answer's bytes (an error status raises :class:`DockerApiError`)."""
         url = f"/{API_VERSION}{path}" + (f"?{urlencode(query)}" if query else "")
         connection = _UnixConnection(self.socket_path, timeout or self.timeout)
         try:
@@ -71,7 +84,7 @@ class DockerApi:
             connection.close()
         if response.status >= 400:
             raise DockerApiError(response.status, _error_message(raw))
-        return _decode(raw)
+        return raw
 
     def info(self) -> dict[str, Any]:
         """``GET /info``: what ``docker info`` shows."""
@@ -79,6 +92,20 @@ class DockerApi:
         if not isinstance(answer, dict) or "Runtimes" not in answer:
             raise RuntimeUnreachableError(f"{self.address}: the answer to /info is not dockerd's")
         return answer
+
+    def events(self, *, since_ns: int, until_ns: int, filters: dict[str, list[str]]) -> list:
+        """``GET /events`` between two times (nanoseconds since the epoch, on this machine's
+        clock, which is dockerd's): the events already logged, each one decoded."""
+        query = {"since": _timestamp(since_ns), "until": _timestamp(until_ns),
+                 "filters": json.dumps(filters)}
+        raw = self._exchange("GET", "/events", query=query)
+        events = []
+        for line in raw.splitlines():  # one JSON object per event
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        return events
 
     def import_image(self, archive: bytes, *, repo: str, tag: str) -> None:
         """``docker import``: a tar of a root file system becomes image ``repo:tag``."""
@@ -120,6 +147,11 @@ class DockerApi:
     def remove_container(self, container_id: str) -> None:
         """Remove a container, stopping it first if it runs."""
         self.request("DELETE", f"/containers/{container_id}", query={"force": "1"})
+
+
+def _timestamp(nanoseconds: int) -> str:
+    """The Engine API's ``seconds.nanoseconds`` form of a time."""
+    return f"{nanoseconds // 1_000_000_000}.{nanoseconds % 1_000_000_000:09d}"
 
 
 def _decode(raw: bytes) -> Any:

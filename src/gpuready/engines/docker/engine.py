@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from gpuready.engines.base import RuntimeChange, removing_created
@@ -51,6 +52,41 @@ class DockerEngine:
         return {name: value for name, value in
                 daemon_json.load_daemon_config(path, node=node).runtimes().items()
                 if isinstance(value, dict)}
+
+
+def plan_leftovers(path: Path, plans: list[Plan], *, node: Node) -> list[Plan]:
+    """``unconfigure``'s plans, plus the removal of the backup gpuready kept of ``path`` when
+    nothing else takes it back (the file was edited since gpuready wrote it, so the removal
+    edits it instead of restoring the backup).
+
+    Only a backup gpuready provably made goes, as its record says: one holding the very text the
+    record names as the file's original (its SHA-256), or, when this run's own write of the file
+    makes the backup, that new one. A backup the operator put there, or one with other content,
+    stays. Without a record there is nothing to go by, and nothing is removed.
+    """
+    from gpuready.containerd.record import load_record, sha256
+    from gpuready.fsio import backup_path
+    from gpuready.node import FileKind
+
+    record = load_record(path, node=node)
+    entry = None if record is None else record["files"].get(str(path))
+    backup = backup_path(node.writable(path))
+    if entry is None or any(plan.path == backup for plan in plans):
+        return plans
+    kept = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+    edit = plans[0]
+    if kept is None:
+        writes = edit.changes and edit.before is not None and edit.after is not None
+        if not writes:
+            return plans
+        # the writer keeps the file as it is now before changing it: that backup is this run's
+        return [edit, Plan(backup, edit.before, None, "remove the backup this run made"),
+                *plans[1:]]
+    if entry["original"] is None or sha256(kept) != entry["original"]:
+        return plans
+    summary = f"{edit.summary}; remove gpuready's backup {backup.name}"
+    return [dataclasses.replace(edit, summary=summary),
+            Plan(backup, kept, None, "remove gpuready's backup"), *plans[1:]]
 
 
 def chain(current: daemon_json.DaemonConfig, parts) -> Plan:

@@ -9,7 +9,9 @@ Sources:
   refuse the whole file ("the following directives don't match any configuration option"); a
   runtime named ``runc`` is refused ("runtime name 'runc' is reserved"); a ``default-runtime``
   naming no runtime is refused ("specified default runtime ... does not exist"); a refused reload
-  is only logged and the old runtimes stay; ``features.cdi`` is accepted and ignored.
+  is only logged and the old runtimes stay, and only an accepted one leaves a ``reload`` event
+  on the Engine API's ``/events`` (tests/test_docker_reload.py); ``features.cdi`` is accepted
+  and ignored.
 - Docker Engine 25.0 release notes and "Enable CDI devices" (docs.docker.com/reference/cli/
   dockerd/#enable-cdi-devices): ``features.cdi`` and ``cdi-spec-dirs`` need 25.0 or later.
 """
@@ -51,13 +53,44 @@ KEYS_20_10 = frozenset({
     # not in the documented list, but read (20.10 keeps its trust key there; later releases
     # dropped the key file and the option with it)
     "deprecated-key-path",
+    # not in the documented list either, measured as accepted by 20.10: hidden flags ("graph",
+    # the old name of data-root, "network-diagnostic-port") and a key read without a flag
+    # ("builder", which dockerd leaves out of its unknown-key check)
+    "builder", "graph", "network-diagnostic-port",
 })
 
-# Keys later releases added: (major, minor) of the first release that reads them.
+# dockerd judges a key by looking it up among its command-line flags: these flag names are
+# accepted in daemon.json too, though dockerd reads the setting only under the key in
+# KEYS_20_10 ("label" is accepted, and ignored; "labels" is read). Measured against 20.10: a
+# reload with each is not refused for an unknown key ("config-file" is refused only where dockerd
+# was started with --config-file, as a key given both as a flag and in the file).
+FLAG_NAMES_20_10 = frozenset({
+    "add-runtime", "authorization-plugin", "config-file", "default-address-pool",
+    "default-ulimit", "dns-opt", "exec-opt", "help", "host", "insecure-registry", "label",
+    "log-opt", "node-generic-resource", "registry-mirror", "restart", "storage-opt", "version",
+})
+
+# Keys later releases added: (major, minor) of the first release that reads them. The proxy
+# keys: docs.docker.com, "Configure the daemon to use a proxy" ("In Docker Engine version 23.0
+# and later versions, you may also configure proxy behavior for the daemon in the daemon.json
+# file"); dockerd checks the members of "proxies" as keys of their own.
 KEYS_ADDED = {
     "cdi-spec-dirs": (25, 0),
     "default-network-opts": (24, 0),
+    "proxies": (23, 0), "http-proxy": (23, 0), "https-proxy": (23, 0), "no-proxy": (23, 0),
 }
+
+# Keys of 20.10 that later releases no longer know: the first release without them. Source:
+# docker/cli pull request 5723 ("deprecated in docker v24.0, and no longer functional since
+# v25.0; fully removed in v26.0").
+KEYS_REMOVED = {
+    "oom-score-adjust": (26, 0),
+}
+
+# The releases the key tables describe completely: 20.10 is measured key by key, and no 21 or 22
+# was released. From 23.0 on dockerd has --validate, which gpuready asks instead where it can;
+# for those releases the tables are what gpuready knows, not all there is.
+KEYS_COMPLETE_BEFORE = (23, 0)
 
 # The keys of one entry under "runtimes"; dockerd ignores any other without a word.
 RUNTIME_KEYS = {
@@ -72,11 +105,18 @@ CDI_FEATURE_SINCE = (25, 0)
 
 
 def known_key(key: str, release: tuple[int, int] | None) -> bool:
-    """True when dockerd ``release`` (any release when None) reads top-level ``key``."""
-    if key in KEYS_20_10:
-        return True
+    """True when dockerd ``release`` (any release when None) accepts top-level ``key``."""
+    if key in KEYS_20_10 or key in FLAG_NAMES_20_10:
+        removed = KEYS_REMOVED.get(key)
+        return removed is None or release is None or release < removed
     since = KEYS_ADDED.get(key)
     return since is not None and (release is None or release >= since)
+
+
+def keys_complete(release: tuple[int, int] | None) -> bool:
+    """True when the key tables describe every key dockerd ``release`` accepts (a key outside
+    them is one it refuses); False for an unknown or a later release."""
+    return release is not None and release < KEYS_COMPLETE_BEFORE
 
 
 def supports_cdi(release: tuple[int, int] | None) -> bool | None:

@@ -2,29 +2,42 @@
 
 dockerd re-reads ``runtimes`` and ``default-runtime`` on SIGHUP, so registering a runtime needs
 no restart. But a reload it refuses (a runtime named ``runc``, a ``default-runtime`` naming no
-runtime, an unknown key) is only logged, and the old runtimes stay: the only proof is to ask
-``/info`` afterwards, which :func:`reload` does.
+runtime, an unknown key) is only logged, and the old settings stay: :func:`reload` waits for the
+event dockerd emits only for a reload it accepted, then asks ``/info`` what it loaded.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
+import re
 import signal
+import stat
 import tarfile
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gpuready.cri.live import CheckResult, Outcome, live_verdict
 from gpuready.engines.docker.api import DockerApi, DockerApiError, socket_of
 from gpuready.engines.docker.config import DaemonConfig
 from gpuready.engines.docker.facts import supports_cdi
 from gpuready.engines.docker.installed import parse_release
-from gpuready.errors import RuntimeUnreachableError, UsageError
+from gpuready.errors import ExitCode, GpureadyError, RuntimeUnreachableError, UsageError
 
+if TYPE_CHECKING:
+    from gpuready.engines.docker.address import DockerAddress
+
+# The event a reload dockerd accepted leaves on its event stream, and the line it logs first.
+RELOAD_EVENTS = {"type": ["daemon"], "event": ["reload"]}
+RELOAD_LOGGED = "Got signal to reload configuration"
+REFUSAL_GRACE_S = 0.5  # after an error line in the log, how long the event may still come
+MAX_LOG_BYTES = 1024 * 1024
+JOURNAL_EVERY_S = 0.5  # the journal is asked at most this often while a reload is awaited
+_LOGFMT_ERROR = re.compile(r'level=(?:error|fatal) msg="((?:[^"\\]|\\.)*)"')
 PROBE_REPO = "gpuready-probe"
 PROBE_TAG = "busybox"
 RELOAD_TIMEOUT_S = 10.0
@@ -88,6 +101,7 @@ class DockerReport:
     pid: int | None
     checks: list[CheckResult] = field(default_factory=list)
     probe: DockerProbe | None = None
+    address_source: str = "default"  # "option", "DOCKER_HOST" or "default"
 
     @property
     def ok(self) -> bool:
@@ -100,6 +114,7 @@ class DockerReport:
             "status": "ok" if self.ok else "failed",
             "engine": "docker",
             "address": self.address,
+            "address_source": self.address_source,
             "config": str(self.config_path),
             "runtime": {"name": "dockerd", "version": self.live.version, "pid": self.pid},
             "default_runtime": self.live.default_runtime,
@@ -110,36 +125,63 @@ class DockerReport:
         }
 
 
-def daemon_pid(address: str) -> int | None:
+def daemon_pid(address: str | DockerAddress) -> int | None:
     """The pid of the dockerd listening on ``address`` (from /proc), or None."""
     from gpuready.cri.process import listening_inodes, pid_holding
 
     return pid_holding(listening_inodes(Path(socket_of(address))))
 
 
-def live_state(address: str, *, timeout: float = 10.0) -> LiveDocker:
+def live_state(address: str | DockerAddress, *, timeout: float = 10.0) -> LiveDocker:
     """Ask dockerd's ``/info``."""
     return LiveDocker.from_info(DockerApi(address, timeout=timeout).info())
 
 
-def reload(address: str, config: DaemonConfig, *,
+class ReloadError(GpureadyError):
+    """dockerd refused the reload (or reloaded without the file's runtimes): a failure with the
+    daemon's reason, after which ``configure``/``unconfigure`` put every file back (exit 1)."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+
+def reload(address: str | DockerAddress, config: DaemonConfig, *,
            timeout: float = RELOAD_TIMEOUT_S) -> tuple[LiveDocker, str | None]:
-    """SIGHUP the dockerd on ``address``, then wait until ``/info`` shows the file's runtimes.
+    """SIGHUP the dockerd on ``address``, and tell whether it took the file.
+
+    dockerd answers a SIGHUP only in its log, so gpuready asks its Engine API instead: a reload
+    dockerd accepts ends with a ``reload`` event on its event stream (dockerd emits that event
+    only when the reload returned no error), and a refused one (an unknown key, a runtime named
+    ``runc``, a key given both as a flag and in the file) has none. gpuready waits for that
+    event, which holds for every cause of a refusal, including those it cannot foresee; a
+    refused reload is also seen in the daemon's log where that can be read (a log file, or the
+    journal), which ends the wait early and gives dockerd's reason. After the event, ``/info``
+    must show the file's runtimes (else dockerd reads another file).
 
     Returns what dockerd loaded, and a note when it keeps runtimes the file no longer has.
-    Raises :class:`UsageError` when dockerd keeps its old runtimes: it refused the file, and said
-    why only in its log.
+    Raises :class:`ReloadError` (exit 1) when dockerd refused the file or did not load it.
     """
     api = DockerApi(address)
-    api.info()  # reachable, and dockerd, before signalling anything
-    pid = daemon_pid(address)
-    if pid is None:
-        raise RuntimeUnreachableError(f"{address}: cannot tell which process serves the socket "
-                                      "(run as root), so cannot send it SIGHUP")
+    shown = api.address
+    pid = reload_target(address)
+    log = DaemonLog(pid)
+    since = time.time_ns()
     os.kill(pid, signal.SIGHUP)
+    deadline = time.monotonic() + timeout
+    refused_at = None
+    while not api.events(since_ns=since, until_ns=time.time_ns(), filters=RELOAD_EVENTS):
+        reason = log.refusal()
+        now = time.monotonic()
+        if reason is not None and refused_at is None:
+            refused_at = now  # an error line after the signal: give the event a moment still
+        if now > deadline or (refused_at is not None and now - refused_at > REFUSAL_GRACE_S):
+            because = reason or (f"no reload event within {timeout:g}s (dockerd says why "
+                                 "only in its log: journalctl -u docker)")
+            raise ReloadError(f"dockerd (pid {pid}) at {shown} refused to reload "
+                              f"{config.path}: {because}")
+        time.sleep(0.05)
     wanted = {name: value.get("path") for name, value in config.runtimes().items()
               if isinstance(value, dict)}
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + 1.0  # the event follows the reload; /info has it by then
     while True:
         live = LiveDocker.from_info(api.info())
         loaded = {name: live.runtimes.get(name, {}).get("path") for name in wanted}
@@ -147,12 +189,108 @@ def reload(address: str, config: DaemonConfig, *,
         if loaded == wanted and (not stale or "runtimes" not in config.data):
             return live, _stale_note(stale)
         if time.monotonic() > deadline:
-            raise UsageError(
-                f"dockerd (pid {pid}) did not load {config.path} on SIGHUP: it keeps runtimes "
-                f"{', '.join(sorted(live.runtimes)) or 'none'}. A reload dockerd refuses is only "
-                "logged (journalctl -u docker); run 'gpuready lint --engine docker' on the file"
-            )
+            raise ReloadError(
+                f"dockerd (pid {pid}) at {shown} reloaded, but not {config.path}: it has runtimes "
+                f"{', '.join(sorted(live.runtimes)) or 'none'}, so it reads another file "
+                "(its --config-file)")
         time.sleep(0.1)
+
+
+def reload_target(address: str | DockerAddress) -> int:
+    """The pid of the dockerd on ``address``, the process a reload signals: asked before
+    anything is written, so that an unreachable dockerd (exit 3) leaves every file as it was."""
+    api = DockerApi(address)
+    api.info()  # reachable, and dockerd
+    pid = daemon_pid(address)
+    if pid is None:
+        raise RuntimeUnreachableError(f"{api.address}: cannot tell which process serves the "
+                                      "socket (run as root), so cannot send it SIGHUP")
+    return pid
+
+
+class DaemonLog:
+    """What dockerd logs from now on, where gpuready can read it: its standard error when that
+    is a file, else the journal (``journalctl _PID=``); nothing when neither can be read."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.since = time.time()
+        self.file: str | None = None
+        self.offset = 0
+        self.read_at = 0.0  # when the journal was last asked, and what it said
+        self.journal = ""
+        for fd in (2, 1):
+            path = f"/proc/{pid}/fd/{fd}"
+            try:
+                status = os.stat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(status.st_mode):
+                self.file, self.offset = path, status.st_size
+                break
+
+    def text(self) -> str:
+        """What dockerd logged since this object was made (as far as it can be read)."""
+        if self.file is not None:
+            try:
+                with open(self.file, "rb") as handle:
+                    handle.seek(self.offset)
+                    return handle.read(MAX_LOG_BYTES).decode("utf-8", "replace")
+            except OSError:
+                return ""
+        return self._journal()
+
+    def _journal(self) -> str:
+        import shutil
+        import subprocess
+
+        journalctl = shutil.which("journalctl")
+        if journalctl is None or time.monotonic() - self.read_at < JOURNAL_EVERY_S:
+            return self.journal
+        self.read_at = time.monotonic()
+        try:
+            result = subprocess.run(
+                [journalctl, f"_PID={self.pid}", f"--since=@{int(self.since)}", "--output=cat",
+                 "--no-pager", "--quiet"], capture_output=True, text=True, timeout=5.0)
+        except (OSError, subprocess.SubprocessError):
+            return self.journal
+        if result.returncode == 0:
+            self.journal = result.stdout
+        return self.journal
+
+    def refusal(self) -> str | None:
+        """dockerd's reason for refusing the reload, once it logged one after the signal."""
+        text = self.text()
+        start = text.find(RELOAD_LOGGED)
+        if start < 0:
+            return None
+        for line in text[start:].splitlines()[1:]:
+            message = _error_message_of(line)
+            if message is not None:
+                return message
+        return None
+
+
+def _error_message_of(line: str) -> str | None:
+    """The message of an error line of dockerd's log (logfmt, as dockerd writes it, or JSON),
+    else None."""
+    if line.startswith("{"):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            return None
+        if isinstance(entry, dict) and entry.get("level") in ("error", "fatal"):
+            return str(entry.get("msg", "")).strip() or None
+        return None
+    match = _LOGFMT_ERROR.search(line)
+    if match is None:
+        return None
+    quoted = match.group(1)  # quoted as Go's %q does: JSON's escapes, and a few more
+    try:
+        message = json.loads(f'"{quoted}"')
+    except ValueError:
+        message = quoted.replace('\\"', '"').replace("\\n", " ")
+    return " ".join(message.split()) or None
 
 
 def _stale_runtimes(live: LiveDocker, config: DaemonConfig) -> list[str]:
@@ -238,7 +376,8 @@ def probe_archive(binary: Path) -> bytes:
     return buffer.getvalue()
 
 
-def run_probe(address: str, *, runtime: str, binary: Path, timeout: float) -> DockerProbe:
+def run_probe(address: str | DockerAddress, *, runtime: str, binary: Path,
+              timeout: float) -> DockerProbe:
     """Run ``/bin/busybox true`` in a throw-away container through ``runtime``, no network,
     from an image imported from ``binary``; remove the container (and the image if it was
     imported here) whatever happens."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from gpuready.engines.docker import jsontext
 from gpuready.engines.docker.facts import (
+    KEYS_REMOVED,
     RESERVED_RUNTIMES,
     RUNTIME_KEYS,
     known_key,
@@ -109,8 +110,8 @@ class DockerUnknownKey(Rule):
     """A top-level key in daemon.json that the installed dockerd does not know.
 
     ## What it does
-    Compares every top-level key with the keys dockerd reads (the documented list for Docker
-    20.10, plus the keys later releases added, each with the release that added it).
+    Compares every top-level key with the keys dockerd accepts (Docker 20.10's, measured, plus
+    the keys later releases added or removed, each with its release).
 
     ## Why is this bad?
     dockerd refuses the whole file when one key is unknown ("the following directives don't
@@ -138,7 +139,11 @@ class DockerUnknownKey(Rule):
         for key in ctx.data:
             if known_key(key, ctx.release):
                 continue
-            if known_key(key, None):
+            removed = KEYS_REMOVED.get(key)
+            if removed is not None and known_key(key, None):
+                reason = (f"dockerd {render_release(ctx.release)} does not know {key!r} (removed "
+                          f"in {render_release(removed)})")
+            elif known_key(key, None):
                 reason = (f"dockerd {render_release(ctx.release)} does not know {key!r} (a later "
                           "Docker added it)")
             else:

@@ -19,7 +19,8 @@ description:
   - With O(state=absent), takes back exactly what gpuready added, as C(gpuready unconfigure)
     does, from gpuready's record beside the config (C(CONFIG.gpuready.json)). A file unchanged
     since gpuready wrote it gets its original bytes back (a drop-in gpuready created is removed,
-    and so is the backup); in a file edited since, only gpuready's own settings go. Without a
+    and so is the backup, and the folders gpuready created for the drop-in once they are empty);
+    in a file edited since, only gpuready's own settings go. Without a
     record there is nothing to do.
   - The edit is computed on the controller with the gpuready library, so the node needs only its
     OS Python (3.9 and newer) and nothing installed. The node's files are read with

@@ -96,6 +96,20 @@ class Mirror:
         self.files[found.path] = found
         return found.text
 
+    def take_parents(self, path: str) -> None:
+        """Give the copy every folder above the node path ``path`` that the node has, and none
+        it lacks, so that gpuready records the folders a write there creates as it does on the
+        command line. Asks the node from the deepest folder up, until one exists."""
+        folder = posixpath.dirname(path)
+        while folder not in ("/", ""):
+            status = self.node.stat(node_path(self.root, folder))
+            if status["exists"]:
+                if status.get("isdir"):
+                    (self.local / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)
+                    self.folders.add(node_path(self.root, folder))
+                return
+            folder = posixpath.dirname(folder)
+
     def take_folders(self, folders: list[str], *, patterns: str) -> None:
         """Copy the files directly in node folders that match ``patterns``."""
         remote = self.node.find([node_path(self.root, folder) for folder in folders],

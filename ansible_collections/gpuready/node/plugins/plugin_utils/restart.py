@@ -94,6 +94,9 @@ class AnsibleHost:
             if plan.before is None:
                 self.node.remove(path)
             else:
+                # a removed file's folder may have gone with it (the empty folders gpuready
+                # created go after the record): it comes back with the file
+                self.node.module("file", path=posixpath.dirname(path), state="directory")
                 self.node.copy(path, plan.before, mode=None, force=True)
             self.runtime.keep_local(plan.path, plan.before)
         for backup in backups:

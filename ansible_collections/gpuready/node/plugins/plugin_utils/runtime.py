@@ -53,6 +53,8 @@ class RuntimeChange:
             raise UsageError(f"config {config!r}: give the node path (absolute)")
         self.config_node = config
         self.config = mirror.local / config.lstrip("/")
+        # state: absent: the node folders gpuready created, to remove once empty (deepest first)
+        self.created_folders: list[str] = []
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -149,6 +151,7 @@ class RuntimeChange:
         else:
             self.mirror.take_config_tree(self.config_node)
             self.mirror.take(drop_in.entry)
+            self.mirror.take_parents(drop_in.entry)  # which folders a new drop-in creates
             plans = plan_drop_in(main, drop_in, request, root=node.root, major=major)
         guard = configure_guard(node, request)
         if guard is not None:  # what the node's line loads: every file it imports, copied
@@ -159,12 +162,13 @@ class RuntimeChange:
         # The node's names in the texts first: the record keeps the SHA-256 of what is written.
         plans = [replace(plan, before=self.to_node_text(plan.before),
                          after=self.to_node_text(plan.after)) for plan in plans]
-        record = plan_record(node, plans, request=request, drop_in=drop_in)
+        record = plan_record(node, plans, request=request, drop_in=drop_in,
+                             folders=drop_in is not None)
         return Change([*plans, record], self.config)
 
     def plan_absent(self, *, major: int, line=None) -> Change:
         """Take back what the record says gpuready added (no plans: nothing recorded)."""
-        from gpuready.workflow.daytwo import plan_unconfigure_node
+        from gpuready.workflow.daytwo import folders_to_remove, plan_unconfigure_node
 
         record = self.take_record()
         if record is None and not self.has_record():
@@ -182,8 +186,11 @@ class RuntimeChange:
         self.mirror.take_many(node_paths)
         if line is not None:
             self.mirror.take_config_tree(self.config_node)
-        return Change(plan_unconfigure_node(self.node_config(major=major, line=line)),
-                      self.config)
+        node = self.node_config(major=major, line=line)
+        plans = plan_unconfigure_node(node)  # the record checked: its folders too
+        self.created_folders = [self.mirror.node_file(str(folder))
+                                for folder in folders_to_remove(plans, node=node)]
+        return Change(plans, self.config)
 
     def node_config(self, *, major: int, line=None):
         """The copy as gpuready's day-two planners see a node."""
@@ -226,7 +233,16 @@ class RuntimeChange:
             self.mirror.push(shown, backup=not is_record(plan))
             self.keep_local(plan.path, plan.after)  # the copy stays the node's (verify reads it)
             written.append(shown)
+        if any(is_record(plan) and plan.after is None for plan in written):
+            self.remove_created_folders()
         return written
+
+    def remove_created_folders(self) -> None:
+        """Remove the folders gpuready created for its files (as its record said), deepest
+        first, each only while empty: ``rmdir`` refuses a folder that holds anything, and a
+        folder left so is no failure (as on the command line)."""
+        for folder in self.created_folders:
+            self.mirror.node.run(["rmdir", "--", folder])
 
     def keep_local(self, path: Path, text: str | None) -> None:
         """Give the copy's file ``text`` (None: remove it), as the node's file now has."""

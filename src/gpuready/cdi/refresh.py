@@ -1,0 +1,409 @@
+"""Keep a CDI spec true over the node's life: ``gpuready cdi refresh`` and its intent record.
+
+A spec is generated from an *intent*: ``--gpus N``, an ``--inventory`` file, or the GPUs the node
+shows (NVML, ``/dev/nvidia<N>``), with device-name strategies, hooks and a driver root.
+``cdi generate`` keeps that intent beside the spec, in gpuready's own record
+``<spec>.gpuready.intent`` (JSON; the CDI loader reads only ``*.json`` and ``*.yaml``, so it
+never sees it), with the SHA-256 of the spec it describes, the inventory file's SHA-256 and
+what was detected (where the GPUs came from, how many, the driver version).
+
+The intent is not kept in the spec's own ``annotations``: spec annotations need ``cdiVersion``
+0.6.0, which loaders that know only 0.5.0 (the CDI library containerd 1.7's first releases
+vendor) refuse, and a spec gpuready writes must load on every containerd that reads CDI.
+
+:func:`plan_refresh` regenerates the spec when, and only when, it is stale
+(:mod:`gpuready.cdi.staleness`, told the intent: a spec detected from the node's devices on a node
+that now shows no driver is stale, not "not yet verifiable") or the intent changed (an option
+given now that differs from the record, or the inventory file's content). A fresh spec is not
+rewritten: its bytes and mtime stay. Every write goes through the one safe writer
+(:func:`gpuready.changeset.apply_all`: lock, atomic rename, backup of the spec).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from gpuready.cdi import generate
+from gpuready.errors import ExitCode, InputError, UsageError
+from gpuready.node import FileKind, Node
+from gpuready.plan import Plan
+
+INTENT_SUFFIX = ".gpuready.intent"
+INTENT_FORMAT = 1
+
+
+def sha256(text: str | None) -> str | None:
+    """The SHA-256 of ``text`` (None for None)."""
+    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def intent_path(spec: Path) -> Path:
+    """Where the intent of the spec at ``spec`` (a host path) is kept: beside it."""
+    return spec.with_name(spec.name + INTENT_SUFFIX)
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What a spec is generated from; a None field of a command line means "as recorded"."""
+
+    gpus: int | None = None
+    inventory: str | None = None
+    strategies: tuple[str, ...] = generate.DEFAULT_STRATEGIES
+    hooks: bool | None = None
+    driver_root: str = "/"
+    use_nvml: bool = True
+    fmt: str | None = None
+
+    def options(self) -> generate.GenerateOptions:
+        """The generator's options for this intent."""
+        return generate.GenerateOptions(strategies=self.strategies, hooks=self.hooks,
+                                        driver_root=self.driver_root)
+
+    def described(self) -> str:
+        """``--gpus 4``, ``--inventory node.yaml`` or ``the node's GPUs``."""
+        if self.inventory and self.gpus is not None:
+            return f"--gpus {self.gpus} --inventory {self.inventory}"
+        if self.inventory:
+            return f"--inventory {self.inventory}"
+        if self.gpus is not None:
+            return f"--gpus {self.gpus}"
+        return "the node's GPUs"
+
+
+def _intent_fields(intent: Intent) -> dict[str, Any]:
+    return {"gpus": intent.gpus, "inventory": intent.inventory,
+            "device_name_strategies": list(intent.strategies), "hooks": intent.hooks,
+            "driver_root": intent.driver_root, "nvml": intent.use_nvml, "format": intent.fmt}
+
+
+def render_intent(intent: Intent, *, spec: Path, text: str, found: Any,
+                  inventory_sha256: str | None, node: Node) -> str:
+    """The intent record's text for the spec ``text`` written at ``spec`` from ``found`` (the
+    generator's :class:`~gpuready.cdi.inventory.NodeInventory`)."""
+    libraries = found.driver.libraries
+    record = {
+        "format": INTENT_FORMAT,
+        "spec": str(node.node_path(spec)),
+        "spec_sha256": sha256(text),
+        "intent": _intent_fields(intent),
+        "inventory_sha256": inventory_sha256,
+        "detected": {
+            "source": found.source,
+            "gpus": len(found.gpus),
+            "driver_version": found.driver.version,
+            "library_dir": str(Path(libraries[0]).parent) if libraries else None,
+        },
+    }
+    return json.dumps(record, indent=2, sort_keys=True) + "\n"
+
+
+def load_intent(node: Node, spec: Path) -> dict[str, Any] | None:
+    """The intent record of the spec at ``spec``; None when there is none or it is not one
+    this version reads (a damaged record is as good as none: the spec is then judged alone)."""
+    try:
+        text = node.read_text_or_none(intent_path(spec), kind=FileKind.NODE_FACT)
+    except InputError:
+        return None
+    if text is None:
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not (isinstance(record, dict) and record.get("format") == INTENT_FORMAT
+            and isinstance(record.get("intent"), dict) and isinstance(record.get("detected"),
+                                                                      dict)):
+        return None
+    try:
+        record["parsed"] = _parsed(record["intent"])
+    except (TypeError, ValueError):
+        return None
+    return record
+
+
+def _parsed(fields: dict[str, Any]) -> Intent:
+    gpus = fields.get("gpus")
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)):
+        raise ValueError("gpus")
+    strategies = tuple(fields.get("device_name_strategies") or generate.DEFAULT_STRATEGIES)
+    if not all(s in generate.STRATEGIES for s in strategies):
+        raise ValueError("strategies")
+    inventory, driver_root = fields.get("inventory"), fields.get("driver_root", "/")
+    hooks, fmt = fields.get("hooks"), fields.get("format")
+    if not (inventory is None or isinstance(inventory, str)) or not isinstance(driver_root, str) \
+            or hooks not in (None, True, False) or fmt not in (None, *generate.FORMATS):
+        raise ValueError("fields")
+    return Intent(gpus, inventory, strategies, hooks, driver_root,
+                  bool(fields.get("nvml", True)), fmt)
+
+
+def recorded_intent(node: Node, spec: Path, text: str | None = None) -> dict[str, Any] | None:
+    """The intent record of ``spec`` when it describes the spec as it is now (the record's
+    SHA-256 is the spec's); None otherwise (no record, or the spec was rewritten since)."""
+    record = load_intent(node, spec)
+    if record is None:
+        return None
+    if text is None:
+        try:
+            text = node.read_text_or_none(spec, kind=FileKind.CDI_SPEC)
+        except InputError:
+            return None
+    return record if record.get("spec_sha256") == sha256(text) else None
+
+
+def inventory_digest(node: Node, path: str | None) -> str | None:
+    """The SHA-256 of the inventory file (a path as ``--inventory`` takes it); InputError when it
+    cannot be read."""
+    if path is None:
+        return None
+    return sha256(node.read_text(Path(path), kind=FileKind.INVENTORY))
+
+
+@dataclass(frozen=True)
+class RefreshRequest:
+    """What ``gpuready cdi refresh`` was asked; None: as the intent record says (or the
+    default)."""
+
+    root: str = "/"
+    output: str | None = None
+    gpus: int | None = None
+    inventory_path: str | None = None
+    strategies: tuple[str, ...] | None = None
+    hooks: bool | None = None
+    driver_root: str | None = None
+    use_nvml: bool | None = None
+
+    def given(self) -> dict[str, Any]:
+        """The intent fields given on the command line."""
+        found = {"gpus": self.gpus, "inventory": self.inventory_path,
+                 "strategies": self.strategies, "hooks": self.hooks,
+                 "driver_root": self.driver_root, "use_nvml": self.use_nvml}
+        return {key: value for key, value in found.items() if value is not None}
+
+
+@dataclass
+class Refresh:
+    """The outcome of a refresh, planned (nothing written yet): the spec's plan and the intent
+    record's, why (reasons; empty for a fresh spec), and a finding when the spec stays stale."""
+
+    target: Path
+    intent: Intent
+    plans: list[Plan] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    still_stale: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    verifiable: bool = True
+    library_dir: str | None = None
+
+    @property
+    def needed(self) -> bool:
+        """True when the spec is to be regenerated."""
+        return bool(self.reasons)
+
+    @property
+    def spec_plan(self) -> Plan | None:
+        """The spec's plan (None when the spec is fresh)."""
+        return self.plans[0] if self.plans else None
+
+    @property
+    def exit_code(self) -> int:
+        """0 done or nothing to do; 1 the spec is stale and regenerating it does not help."""
+        return ExitCode.CHECK_FAILED if self.still_stale else ExitCode.OK
+
+
+def effective_intent(request: RefreshRequest, record: dict[str, Any] | None) -> Intent:
+    """The intent to regenerate from: each option given now, else the recorded one, else the
+    default (the node's GPUs)."""
+    base = record["parsed"] if record else Intent()
+    given = request.given()
+    if "gpus" in given or "inventory" in given:  # a new plan replaces the recorded one whole
+        base = replace(base, gpus=given.get("gpus"), inventory=given.get("inventory"))
+    return replace(base, **{k: v for k, v in given.items() if k not in ("gpus", "inventory")})
+
+
+def intent_changes(request: RefreshRequest, record: dict[str, Any] | None, intent: Intent,
+                   node: Node) -> list[str]:
+    """Why the intent differs from the record: options given now, or the inventory's content."""
+    if record is None:
+        return []
+    recorded: Intent = record["parsed"]
+    changes = [f"{name} is now {_shown(getattr(intent, attr))} "
+               f"(was {_shown(getattr(recorded, attr))})"
+               for name, attr in (("--gpus", "gpus"), ("--inventory", "inventory"),
+                                  ("--device-name-strategy", "strategies"), ("--hooks", "hooks"),
+                                  ("--driver-root", "driver_root"), ("NVML use", "use_nvml"))
+               if getattr(intent, attr) != getattr(recorded, attr)]
+    if intent.inventory and intent.inventory == recorded.inventory and \
+            inventory_digest(node, intent.inventory) != record.get("inventory_sha256"):
+        changes.append(f"the inventory {intent.inventory} changed since the spec was generated")
+    return changes
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "not given"
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return str(value)
+
+
+def plan_refresh(request: RefreshRequest) -> Refresh:
+    """Judge the spec and plan its regeneration (nothing is written here).
+
+    Raises :class:`UsageError` for ``--output -`` and :class:`InputError` for a spec that is not
+    a CDI spec gpuready can read, an unreadable inventory, or no GPU to regenerate from where
+    nothing says the GPUs were detected on the node.
+    """
+    from gpuready.cdi import staleness
+
+    if request.output == "-":
+        raise UsageError("cdi refresh keeps a spec file true: give --output PATH, not '-'")
+    node = Node(request.root)
+    target = generate.output_path(node, request.output)
+    before = node.read_text_or_none(target, kind=FileKind.CDI_SPEC)
+    record = recorded_intent(node, target, before) if before is not None else None
+    intent = effective_intent(request, record)
+    found = Refresh(target, intent)
+    if before is None:
+        found.reasons.append(f"there is no spec at {target}")
+    else:
+        decoded = staleness.read_decoded(node, target)
+        if decoded is None:
+            raise InputError(target, "not a CDI spec gpuready can read; nothing written (see "
+                             "'gpuready cdi validate'; 'gpuready cdi generate --force' replaces "
+                             "it)")
+        if record is None and load_intent(node, target) is not None:
+            found.notes.append(f"{intent_path(target)} describes another text of the spec "
+                               "(rewritten since): the spec is judged alone")
+        verdict = staleness.assess(node, target, decoded, intent=record)
+        found.verifiable = verdict.verifiable
+        if verdict.stale:
+            found.reasons += ["stale: " + reason for reason in verdict.reasons()]
+        found.reasons += intent_changes(request, record, intent, node)
+        if record is None and request.given() and not found.reasons:
+            found.reasons.append("no record of the intent it was generated with, and "
+                                 f"{intent.described()} was given")
+    if not found.needed:
+        return found
+    _plan_regeneration(found, request, node, before, record)
+    return found
+
+
+def _plan_regeneration(found: Refresh, request: RefreshRequest, node: Node, before: str | None,
+                       record: dict[str, Any] | None) -> None:
+    """The spec's plan and the intent record's plan; ``still_stale`` when the new spec (from
+    the same intent) would be stale too."""
+    from gpuready.cdi import staleness
+
+    intent = found.intent
+    spec_request = generate.SpecRequest(
+        request.root, output=request.output, fmt=intent.fmt, gpus=intent.gpus,
+        inventory_path=intent.inventory, options=intent.options(), use_nvml=intent.use_nvml)
+    try:
+        prepared = generate.prepare(spec_request)
+    except InputError as error:
+        planned = intent.gpus is not None or intent.inventory is not None
+        if before is None or planned or not staleness.detected_on_node(record):
+            raise
+        found.still_stale = [f"it cannot be regenerated from {intent.described()}: "
+                             f"{error.reason}"]
+        return
+    if prepared.plan is None or prepared.found is None:  # not reached: a file target
+        return
+    spec_found = prepared.found
+    found.notes += list(prepared.notes)
+    libraries = spec_found.driver.libraries
+    found.library_dir = str(Path(libraries[0]).parent) if libraries else None
+    summary = generate.spec_summary(_decoded(prepared.text, found.target), spec_found)
+    found.plans.append(Plan(prepared.plan.path, before, prepared.text,
+                            f"regenerated from {intent.described()}: {summary}"
+                            if before != prepared.text else
+                            f"regenerating from {intent.described()} gives the same spec"))
+    record_text = render_intent(intent, spec=found.target, text=prepared.text, found=spec_found,
+                                inventory_sha256=inventory_digest(node, intent.inventory),
+                                node=node)
+    path = intent_path(found.target)
+    found.plans.append(Plan(path, node.read_text_or_none(path, kind=FileKind.NODE_FACT),
+                            record_text, "record the intent the spec was generated from"))
+    new_record = json.loads(record_text)
+    after = staleness.assess(node, found.target, _decoded(prepared.text, found.target),
+                             intent=new_record)
+    if after.stale:
+        found.still_stale = after.reasons()
+
+
+def _decoded(text: str, path: Path) -> dict[str, Any]:
+    """The generated spec ``text`` decoded as the loader decodes it."""
+    from gpuready.cdi.document import parse_spec_text
+    from gpuready.cdi.validate import decode_spec
+
+    spec, _ = decode_spec(parse_spec_text(text, path).data, file=str(path))
+    return spec
+
+
+def write_refresh(found: Refresh, *, node: Node) -> list[Plan]:
+    """Write the spec and its intent record as one change (the record without a backup);
+    return the plans written."""
+    from gpuready.changeset import apply_all, locked_all
+
+    if not found.plans:
+        return []
+    with locked_all([plan.path for plan in found.plans], node=node):
+        return apply_all(found.plans, node=node, own=[found.plans[-1].path])
+
+
+def intent_plan_for_generate(node: Node, prepared: generate.Prepared,
+                             request: generate.SpecRequest) -> Plan | None:
+    """The intent record ``cdi generate`` writes beside the spec it writes (None for standard
+    output)."""
+    if prepared.plan is None or prepared.found is None:
+        return None
+    intent = Intent(request.gpus, request.inventory_path, request.options.strategies,
+                    request.options.hooks, request.options.driver_root, request.use_nvml,
+                    request.fmt)
+    path = intent_path(prepared.plan.path)
+    text = render_intent(intent, spec=prepared.plan.path, text=prepared.text,
+                         found=prepared.found,
+                         inventory_sha256=inventory_digest(node, intent.inventory), node=node)
+    return Plan(path, node.read_text_or_none(path, kind=FileKind.NODE_FACT), text,
+                "record the intent the spec was generated from")
+
+
+def report(found: Refresh, written: list[Plan], *, dry_run: bool,
+           units: list[Plan] | None = None) -> dict[str, Any]:
+    """The outcome as data (the JSON document; the text lines are made from it)."""
+    spec = found.spec_plan
+    changed = bool(spec and spec.changes)
+    if not found.needed:
+        action = "none"
+    elif not changed:
+        action = "unchanged"
+    elif dry_run:
+        action = "would-rewrite"
+    else:
+        action = "rewritten"
+    code = int(found.exit_code)
+    return {
+        "status": "ok" if code == 0 else "failed",
+        "exit_code": code,
+        "file": str(found.target),
+        "action": action,
+        "fresh": not found.needed,
+        "verifiable": found.verifiable,
+        "intent": _intent_fields(found.intent),
+        "reasons": found.reasons,
+        "still_stale": found.still_stale,
+        "changed": changed,
+        "written": bool(spec and spec in written),
+        "summary": spec.summary if spec else "fresh: nothing to do",
+        "diff": spec.diff() if spec and dry_run else "",
+        "notes": found.notes,
+        "units": [{"file": str(plan.path), "changed": plan.changes,
+                   "written": plan in written, "summary": plan.summary,
+                   "diff": plan.diff() if dry_run else ""}
+                  for plan in (units or []) if not plan.path.name.endswith(".gpuready.json")],
+    }

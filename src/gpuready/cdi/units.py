@@ -1,0 +1,194 @@
+"""The systemd units that keep a CDI spec true: ``gpuready cdi refresh --install-units``.
+
+Two units in ``/etc/systemd/system``:
+
+- ``gpuready-cdi-refresh.service`` (``Type=oneshot``) runs ``gpuready cdi refresh`` with the
+  spec's intent, at boot before containerd, Docker and CRI-O start (``Before=``,
+  ``WantedBy=multi-user.target``);
+- ``gpuready-cdi-refresh.path`` starts it when the kernel modules change
+  (``PathChanged=/lib/modules/%v/modules.dep``: ``depmod`` rewrites it when a driver's module is
+  installed for the running kernel, ``%v`` being that kernel's release) or the driver's library
+  folder changes (a driver package adds or removes ``libcuda.so.<version>`` there). The files
+  the driver's kernel module shows (``/proc/driver/nvidia/version``, ``/sys/module/nvidia``) are
+  not watchable by inotify, so they are not watched.
+
+Both are written through the one safe writer and recorded, as whole files gpuready created, in
+the record beside the containerd config (:mod:`gpuready.containerd.record`), so
+``gpuready unconfigure`` removes them while they hold what gpuready wrote.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from gpuready.errors import UsageError
+from gpuready.node import FileKind, Node
+from gpuready.paths import CDI_SPEC, CONTAINERD_CONFIG
+from gpuready.plan import Plan
+
+UNIT_DIR = PurePosixPath("/etc/systemd/system")
+NAME = "gpuready-cdi-refresh"
+SERVICE = UNIT_DIR / f"{NAME}.service"
+PATH_UNIT = UNIT_DIR / f"{NAME}.path"
+MODULES_DEP = "/lib/modules/%v/modules.dep"
+_PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
+
+
+def entry_point() -> list[str]:
+    """The command that runs this gpuready: its ``gpuready`` script when that is what runs,
+    else this Python with ``-m gpuready``."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) == "gpuready":
+        script = os.path.abspath(argv0)
+        if os.path.isfile(script) and os.access(script, os.X_OK):
+            return [script]
+    return [os.path.abspath(sys.executable), "-m", "gpuready"]
+
+
+def exec_word(word: str) -> str:
+    """``word`` as one word of a systemd ``ExecStart=`` line: quoted when it has to be, with
+    ``%`` and ``$`` escaped (systemd would expand them)."""
+    if any(ord(char) < 32 or ord(char) == 127 for char in word):
+        raise UsageError(f"{word!r}: a control character cannot be written into a unit file")
+    if not _PLAIN_WORD.fullmatch(word):
+        word = '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return word.replace("%", "%%").replace("$", "$$")
+
+
+def _path_word(path: str) -> str:
+    """A path for ``PathChanged=`` (no quoting there): ``%`` escaped, whitespace refused."""
+    if any(char.isspace() or ord(char) < 32 for char in path):
+        raise UsageError(f"{path!r}: a path with whitespace cannot be watched by a path unit")
+    return path.replace("%", "%%")
+
+
+def refresh_arguments(found: Any, node: Node) -> list[str]:
+    """``cdi refresh`` and the options that say the spec's intent (node paths)."""
+    from gpuready.cdi import generate
+
+    intent = found.intent
+    words = ["cdi", "refresh"]
+    spec = str(node.node_path(found.target))
+    if spec != str(CDI_SPEC):
+        words += ["--output", spec]
+    if intent.gpus is not None:
+        words += ["--gpus", str(intent.gpus)]
+    if intent.inventory:
+        inventory = os.path.abspath(intent.inventory)
+        words += ["--inventory", str(node.node_path(inventory)) if not node.is_host
+                  and node.contains(inventory) else inventory]
+    if intent.strategies != generate.DEFAULT_STRATEGIES:
+        for strategy in intent.strategies:
+            words += ["--device-name-strategy", strategy]
+    if intent.driver_root != "/":
+        words += ["--driver-root", intent.driver_root]
+    if intent.hooks is not None:
+        words.append("--hooks" if intent.hooks else "--no-hooks")
+    if not intent.use_nvml:
+        words.append("--no-nvml")
+    return words
+
+
+def library_folder(found: Any, node: Node) -> str:
+    """The driver's library folder to watch (a node path): where the spec's driver libraries
+    are, else where the generator would find them, else the first usual library folder."""
+    from gpuready.cdi import node as facts
+
+    folder = found.library_dir
+    if folder is None:
+        libraries = facts.find_driver(node, found.intent.driver_root).libraries
+        folder = str(PurePosixPath(libraries[0]).parent) if libraries else None
+    if folder is None:
+        folder = next((d for d in facts.LIBRARY_DIRS if node.is_dir(node.path(d))),
+                      facts.LIBRARY_DIRS[0])
+    root = found.intent.driver_root
+    return str(PurePosixPath(root, folder.lstrip("/"))) if root != "/" else folder
+
+
+def service_text(found: Any, node: Node) -> str:
+    """The ``.service`` unit."""
+    command = " ".join(exec_word(word) for word in entry_point() + refresh_arguments(found, node))
+    spec = node.node_path(found.target)
+    return (
+        "# Written by 'gpuready cdi refresh --install-units'; 'gpuready unconfigure' removes it.\n"
+        "[Unit]\n"
+        f"Description=Refresh the NVIDIA CDI spec {spec} (gpuready)\n"
+        "After=local-fs.target systemd-modules-load.service\n"
+        "Before=containerd.service docker.service crio.service\n"
+        "\n"
+        "[Service]\n"
+        "Type=oneshot\n"
+        f"ExecStart={command}\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+def path_text(found: Any, node: Node) -> str:
+    """The ``.path`` unit."""
+    return (
+        "# Written by 'gpuready cdi refresh --install-units'; 'gpuready unconfigure' removes it.\n"
+        "[Unit]\n"
+        f"Description=Refresh the NVIDIA CDI spec when the driver or kernel modules change "
+        "(gpuready)\n"
+        "\n"
+        "[Path]\n"
+        f"PathChanged={MODULES_DEP}\n"
+        f"PathChanged={_path_word(library_folder(found, node))}\n"
+        f"Unit={NAME}.service\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=multi-user.target\n"
+    )
+
+
+def plan_units(found: Any, node: Node) -> list[Plan]:
+    """The record's plan (first), then the ``.service`` and ``.path`` units' plans."""
+    from gpuready.containerd.record import (
+        load_record,
+        record_changes,
+        record_path,
+        render_record,
+    )
+
+    plans = []
+    for unit, text in ((SERVICE, service_text(found, node)), (PATH_UNIT, path_text(found, node))):
+        path = node.path(unit)
+        before = node.read_text_or_none(path, kind=FileKind.CONFIG)
+        summary = "unit unchanged" if before == text else (
+            "write the unit" if before is None else "rewrite the unit")
+        plans.append(Plan(path, before, text, summary))
+    config = node.path(CONTAINERD_CONFIG)
+    path = record_path(config)
+    before = node.read_text_or_none(path, kind=FileKind.NODE_FACT)
+    if not any(plan.changes for plan in plans):
+        return [Plan(path, before, before, "record unchanged"), *plans]
+    record = record_changes(load_record(config, node=node), plans, main=config,
+                            runtime_name="nvidia", whole={plan.path for plan in plans},
+                            node=node)
+    after = render_record(record, main=config, node=node)
+    return [Plan(path, before, after, "record the units for 'gpuready unconfigure'"), *plans]
+
+
+def write_units(plans: list[Plan], *, node: Node) -> list[Plan]:
+    """Write the record, then the units, as one change; return the plans written."""
+    from gpuready.changeset import apply_all, locked_all
+
+    with locked_all([plan.path for plan in plans], node=node):
+        return apply_all(plans, node=node, own=[plans[0].path])
+
+
+def enable_hint() -> str:
+    """What the operator runs to turn the units on (gpuready writes files, it starts nothing)."""
+    return (f"enable them: systemctl daemon-reload && systemctl enable {NAME}.path "
+            f"{NAME}.service && systemctl start {NAME}.path")
+
+
+def is_unit(path: Path) -> bool:
+    """True for one of the two unit files (not the record)."""
+    return path.name in (SERVICE.name, PATH_UNIT.name)
