@@ -240,3 +240,19 @@ def test_a_unit_edited_since_is_left_by_unconfigure(tmp_path):
     code, out, _ = cli("unconfigure", "--root", str(tmp_path))
     assert code == 0 and "changed since gpuready wrote it: left as it is" in out
     assert edited.exists() and not (tmp_path / UNITS[1]).exists()
+
+
+def test_setup_keeps_the_intent_that_refresh_reads_and_unconfigure_takes_it_back(tmp_path):
+    """``setup --gpus N`` plans the spec and keeps that intent beside it: a refresh on a node
+    whose driver then arrives regenerates for the GPUs it shows, and ``unconfigure`` removes the
+    record with the other files setup created."""
+    root = tmp_path / "node"
+    code, _, err = cli("setup", "--root", str(root), "--containerd-version", "1.7", "--gpus", "2")
+    assert code == 0, err
+    record = json.loads((root / INTENT).read_text())
+    assert record["intent"]["gpus"] == 2 and record["detected"]["gpus"] == 2
+    code, document = refresh(root)
+    assert (code, document["action"]) == (0, "none"), document  # no driver yet: not verifiable
+    code, _, err = cli("unconfigure", "--root", str(root))
+    assert code == 0, err
+    assert not (root / INTENT).exists() and not (root / SPEC).exists()

@@ -79,6 +79,18 @@ def test_a_node_without_a_config_loses_every_file_setup_created(fresh_node: Path
     assert _files(fresh_node) == before  # only the fixture is left
 
 
+def test_the_folders_setup_created_go_and_the_operators_stay(fresh_node: Path) -> None:
+    """``_files`` compares files only: here the folders. Those setup made for its files go with
+    them; one that was there before (the fixture's) stays, and so does one holding another file."""
+    folders = {p for p in fresh_node.rglob("*") if p.is_dir()}
+    _setup(fresh_node)
+    (fresh_node / "etc/cdi/other-vendor.yaml").write_text("cdiVersion: 0.5.0\n")
+    _unconfigure(fresh_node)
+    left = {p for p in fresh_node.rglob("*") if p.is_dir()}
+    assert left == folders | {fresh_node / "etc/cdi", fresh_node / "etc"}
+    assert not (fresh_node / TOOLKIT).exists() and not (fresh_node / CONFIG).parent.exists()
+
+
 def test_a_file_edited_after_setup_is_kept_and_the_output_says_so(fresh_node: Path) -> None:
     _setup(fresh_node)
     manifest = fresh_node / TOOLKIT / "runtimeclass.yaml"

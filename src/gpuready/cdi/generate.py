@@ -231,13 +231,20 @@ def spec_text_for_node(node: Node = "/", gpus: int | None = None, *,
     What ``gpuready setup`` calls to create ``/etc/cdi/nvidia.yaml``: with ``gpus`` None it uses
     the GPUs found on the node and, when there are none, plans one GPU.
     """
+    spec, _ = spec_for_node(node, gpus, use_nvml=use_nvml)
+    return render(spec, fmt)
+
+
+def spec_for_node(node: Node, gpus: int | None, *,
+                  use_nvml: bool = True) -> tuple[dict[str, Any], NodeInventory]:
+    """The spec and inventory of :func:`spec_text_for_node`: the node's GPUs, else ``gpus``
+    planned, else one planned GPU."""
     try:
-        spec, _ = generate_spec(node, gpus=gpus, use_nvml=use_nvml)
+        return generate_spec(node, gpus=gpus, use_nvml=use_nvml)
     except InputError:
         if gpus is not None:
             raise
-        spec, _ = generate_spec(node, gpus=1, use_nvml=use_nvml)
-    return render(spec, fmt)
+        return generate_spec(node, gpus=1, use_nvml=use_nvml)
 
 
 @dataclass(frozen=True)

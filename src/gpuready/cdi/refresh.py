@@ -356,6 +356,16 @@ def write_refresh(found: Refresh, *, node: Node) -> list[Plan]:
         return apply_all(found.plans, node=node, own=[found.plans[-1].path])
 
 
+def setup_spec(node: Node, spec: Path, *, gpus: int | None) -> tuple[str, str]:
+    """The spec ``gpuready setup`` writes at ``spec`` (a host path), and its intent record: the
+    node's GPUs, or ``gpus`` planned. With neither, one GPU is planned and the intent stays "the
+    node's GPUs", so a refresh after the driver came regenerates from the GPUs it then shows."""
+    data, found = generate.spec_for_node(node, gpus)
+    text = generate.render(data, "yaml")
+    return text, render_intent(Intent(gpus=gpus, fmt="yaml"), spec=spec, text=text, found=found,
+                               inventory_sha256=None, node=node)
+
+
 def intent_plan_for_generate(node: Node, prepared: generate.Prepared,
                              request: generate.SpecRequest) -> Plan | None:
     """The intent record ``cdi generate`` writes beside the spec it writes (None for standard

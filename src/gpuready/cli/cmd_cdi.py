@@ -134,23 +134,32 @@ def _register_generate(actions) -> None:
     parser.add_argument("--output", "-o", metavar="PATH",
                         help="node path to write, '-' for standard output "
                         "(default: /etc/cdi/nvidia.yaml)")
-    parser.add_argument("--gpus", type=common.gpu_count, metavar="N",
-                        help="plan the spec for N GPUs (1 to 255)")
-    parser.add_argument("--inventory", metavar="FILE",
-                        help="plan the spec from a file listing the node's GPUs and driver")
-    parser.add_argument("--device-name-strategy", action="append",
-                        choices=("index", "uuid", "type-index"), metavar="STRATEGY",
-                        help="index (0), uuid (GPU-...), type-index (gpu0); repeat for several "
-                        "(default: index and uuid)")
-    parser.add_argument("--hooks", action=argparse.BooleanOptionalAction, default=None,
-                        help="add the nvidia-cdi-hook hooks (default: when "
-                        "/usr/bin/nvidia-cdi-hook exists under --root)")
-    parser.add_argument("--no-nvml", action="store_true", help="do not ask NVML for the GPUs")
+    _add_intent(parser, recorded=False)
     common.add_format(parser, choices=("yaml", "json"))
     parser.set_defaults(format=None)
     parser.add_argument("--force", action="store_true", help="replace an existing spec file")
     common.add_dry_run(parser)
     parser.set_defaults(handler=run_generate)
+
+
+def _add_intent(parser: argparse.ArgumentParser, *, recorded: bool) -> None:
+    """What a spec is generated from (``generate``; ``refresh``, where each replaces the
+    intent recorded beside the spec)."""
+    instead = " instead of the recorded intent" if recorded else ""
+    default = "as recorded, else " if recorded else ""
+    parser.add_argument("--gpus", type=common.gpu_count, metavar="N",
+                        help=f"plan the spec for N GPUs (1 to 255){instead}")
+    parser.add_argument("--inventory", metavar="FILE",
+                        help="plan the spec from a file listing the node's GPUs and driver"
+                        + instead)
+    parser.add_argument("--device-name-strategy", action="append",
+                        choices=("index", "uuid", "type-index"), metavar="STRATEGY",
+                        help="index (0), uuid (GPU-...), type-index (gpu0); repeat for several "
+                        f"(default: {default}index and uuid)")
+    parser.add_argument("--hooks", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"add the nvidia-cdi-hook hooks (default: {default}when "
+                        "/usr/bin/nvidia-cdi-hook exists under --root)")
+    parser.add_argument("--no-nvml", action="store_true", help="do not ask NVML for the GPUs")
 
 
 def _register_refresh(actions) -> None:
@@ -164,19 +173,7 @@ def _register_refresh(actions) -> None:
     parser.add_argument("--driver-root", metavar="DIR",
                         help="node folder the driver files live under (default: as recorded, "
                         "else /)")
-    parser.add_argument("--gpus", type=common.gpu_count, metavar="N",
-                        help="plan the spec for N GPUs (1 to 255) instead of the recorded intent")
-    parser.add_argument("--inventory", metavar="FILE",
-                        help="plan the spec from this inventory file instead of the recorded "
-                        "intent")
-    parser.add_argument("--device-name-strategy", action="append",
-                        choices=("index", "uuid", "type-index"), metavar="STRATEGY",
-                        help="index (0), uuid (GPU-...), type-index (gpu0); repeat for several "
-                        "(default: as recorded, else index and uuid)")
-    parser.add_argument("--hooks", action=argparse.BooleanOptionalAction, default=None,
-                        help="add the nvidia-cdi-hook hooks (default: as recorded, else when "
-                        "/usr/bin/nvidia-cdi-hook exists under --root)")
-    parser.add_argument("--no-nvml", action="store_true", help="do not ask NVML for the GPUs")
+    _add_intent(parser, recorded=True)
     parser.add_argument("--install-units", action="store_true",
                         help="also write the systemd .path and .service units that run this "
                         "refresh when the driver changes and at boot")

@@ -60,17 +60,24 @@ class Parser(argparse.ArgumentParser):
                 action, error.message + hint(str(value), map(str, action.choices))) from None
 
 
-def build_parser(only: str | None = EVERY_COMMAND) -> argparse.ArgumentParser:
+def build_parser(only: str | None = EVERY_COMMAND, *, for_help: bool = True
+                 ) -> argparse.ArgumentParser:
     """The top-level parser: command ``only`` in full (every command with ``EVERY_COMMAND``,
     the default), the others as their name and summary, which is all ``--help`` and argparse's
     "invalid choice" message need. Only the modules of the commands built in full are imported.
-    """
-    from gpuready.errors import exit_code_help
 
+    ``for_help``: end every epilog with the exit-code table (a run that prints no help leaves it
+    out, and with it the wrapping of the table's lines).
+    """
+    table = ""
+    if for_help:
+        from gpuready.errors import exit_code_help
+
+        table = exit_code_help()
     parser = Parser(
         prog="gpuready",
         description=DESCRIPTION,
-        epilog=f"{exit_code_help()}\n\n{EPILOG}",
+        epilog=f"{table}\n\n{EPILOG}" if table else EPILOG,
         formatter_class=Formatter,
     )
     parser.add_argument("--version", action="version", version=f"gpuready {__version__}")
@@ -78,7 +85,8 @@ def build_parser(only: str | None = EVERY_COMMAND) -> argparse.ArgumentParser:
     for command in COMMANDS:
         if only in (EVERY_COMMAND, command.name):
             importlib.import_module(command.module).register(subparsers)
-            _add_exit_codes(subparsers.choices[command.name], exit_code_help())
+            if table:
+                _add_exit_codes(subparsers.choices[command.name], table)
         else:
             subparsers.add_parser(command.name, help=command.summary)
     return parser
@@ -155,7 +163,8 @@ def chosen_command(argv: Sequence[str]) -> str | None:
 def run(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv``, run the chosen command, and return its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(only=chosen_command(argv))
+    parser = build_parser(only=chosen_command(argv),
+                          for_help=not argv or "-h" in argv or "--help" in argv)
     try:
         args, extra = parser.parse_known_args(argv)
         if extra:

@@ -49,22 +49,24 @@ def plan_unconfigure(main: Path, *, node: Node) -> list[Plan]:
     if record is None:
         return []
     plans: list[Plan] = []
+    named: set[str] = set()  # each folder is named once, with the first file it holds
     for name, entry in record["files"].items():
         path = Path(name)
         settings = [s for s in record["settings"] if s["file"] == name]
-        plans += _with_folder_note(plan_file(path, entry, settings, node=node), entry)
+        plans += _with_folder_note(plan_file(path, entry, settings, node=node), entry, named)
     record_file = record_path(main)
     before = node.read_text(record_file, kind=FileKind.NODE_FACT)
     plans.append(Plan(record_file, before, None, "remove gpuready's record"))
     return plans
 
 
-def _with_folder_note(plans: list[Plan], entry: Mapping[str, Any]) -> list[Plan]:
+def _with_folder_note(plans: list[Plan], entry: Mapping[str, Any], named: set[str]) -> list[Plan]:
     """``plans`` with a note on the file's removal naming the folders gpuready created for it,
-    which go too once empty."""
-    folders = entry.get("folders") or []
+    which go too once empty (those not ``named`` yet, which are added to it)."""
+    folders = [folder for folder in entry.get("folders") or [] if folder not in named]
     if not folders or not plans or plans[0].after is not None:
         return plans
+    named.update(folders)
     names = ", ".join(str(folder) for folder in reversed(folders))
     one = len(folders) == 1
     note = (f"{names}: the {'folder' if one else 'folders'} gpuready created for "

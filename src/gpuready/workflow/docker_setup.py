@@ -34,8 +34,8 @@ from gpuready.workflow.setup import (
     SetupOptions,
     SetupResult,
     Step,
-    generate_cdi_spec,
     planned_outcome,
+    stage_new_cdi_spec,
     written_outcome,
 )
 from gpuready.workflow.staging import Staging
@@ -124,8 +124,7 @@ def _write_cdi(options: SetupOptions, files: DockerFiles, staging: Staging,
     if staging.exists(files.cdi_spec):
         outcome = "kept existing spec"
     else:
-        staging.write(files.cdi_spec, generate_cdi_spec(options.node, gpus=options.gpus),
-                      "CDI spec")
+        stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
         outcome = "would be generated" if options.dry_run else "generated"
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")

@@ -199,7 +199,8 @@ def plan_setup_record(options: SetupOptions, result: SetupResult, config: Path) 
     """The record of what this run changes, merged into the one already beside ``config``."""
     whole = {plan.path for plan in result.plans} - set(result.edited_configs)
     return plan_record(NodeConfig(config, options.node.root, major=1), result.plans,
-                       request=ConfigureRequest(options.request), drop_in=None, whole=whole)
+                       request=ConfigureRequest(options.request), drop_in=None, whole=whole,
+                       folders=True)  # the folders setup creates go with unconfigure too
 
 
 def _run_steps(options: SetupOptions) -> SetupResult:
@@ -360,8 +361,7 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
     if staging.exists(files.cdi_spec):
         outcome = "kept existing spec"
     else:
-        text = generate_cdi_spec(options.node, gpus=options.gpus)
-        staging.write(files.cdi_spec, text, "CDI spec")
+        stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
         outcome = "would be generated" if staging.preview else "generated"
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
@@ -399,9 +399,12 @@ def written_outcome(plan: Plan, *, dry_run: bool) -> str:
     return f"would be {done}" if dry_run else done
 
 
-def generate_cdi_spec(node: Node, *, gpus: int | None) -> str:
-    """A CDI spec for this node's NVIDIA GPUs, or for ``gpus`` planned ones (one when none are
-    visible and no number is given)."""
-    from gpuready.cdi.generate import spec_text_for_node
+def stage_new_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> None:
+    """Stage a CDI spec for this node's NVIDIA GPUs, or for ``gpus`` planned ones (one when none
+    are visible and no number is given), with the intent record beside it that ``gpuready cdi
+    refresh`` regenerates it from."""
+    from gpuready.cdi.refresh import intent_path, setup_spec
 
-    return spec_text_for_node(node, gpus=gpus)
+    text, intent = setup_spec(node, spec, gpus=gpus)
+    staging.write(spec, text, "CDI spec")
+    staging.write(intent_path(spec), intent, "CDI spec's intent")
