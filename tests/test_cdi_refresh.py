@@ -24,6 +24,8 @@ SPEC = "etc/cdi/nvidia.yaml"
 INTENT = "etc/cdi/nvidia.yaml.gpuready.intent"
 UNITS = ("etc/systemd/system/gpuready-cdi-refresh.service",
          "etc/systemd/system/gpuready-cdi-refresh.path")
+UNITS_RECORD = "etc/systemd/system/gpuready-cdi-refresh.gpuready.json"
+WANTS = "etc/systemd/system/multi-user.target.wants"
 
 
 def refresh(root: Path, *extra: str) -> tuple[int, dict]:
@@ -49,8 +51,8 @@ def age(root: Path) -> None:
 
 
 def test_driver_upgrade_doctor_refresh_doctor(tmp_path):
-    """Issue 21's "done when": stale after an upgrade, refreshed, no finding, refresh again is
-    a no-op that keeps the mtime."""
+    """A driver upgrade makes the spec stale (doctor says so), a refresh rewrites it and the
+    finding goes, and a second refresh is a no-op that keeps the spec's bytes and mtime."""
     node_a(tmp_path)
     trees.upgrade_driver(tmp_path, VERSION_A, VERSION_B)
     code, problems = doctor(tmp_path)
@@ -229,6 +231,7 @@ def test_units_pass_systemd_analyze_and_unconfigure_removes_them(tmp_path):
     assert not any((tmp_path / unit).exists() for unit in UNITS)
     assert not (tmp_path / "etc/systemd").exists()  # the folders gpuready created went too
     assert not (tmp_path / "etc/containerd/config.toml.gpuready.json").exists()
+    assert not (tmp_path / UNITS_RECORD).exists()
     assert (tmp_path / SPEC).exists()  # the spec is cdi generate's, not in the record
 
 
@@ -256,3 +259,162 @@ def test_setup_keeps_the_intent_that_refresh_reads_and_unconfigure_takes_it_back
     code, _, err = cli("unconfigure", "--root", str(root))
     assert code == 0, err
     assert not (root / INTENT).exists() and not (root / SPEC).exists()
+
+
+def enable(root: Path) -> None:
+    """What ``systemctl enable`` does to the two units: a link to each in the wants folder."""
+    wants = root / WANTS
+    wants.mkdir(parents=True, exist_ok=True)
+    for unit in UNITS:
+        (wants / Path(unit).name).symlink_to(f"/{unit}")
+
+
+@pytest.mark.parametrize("engine", ["docker", "crio"])
+def test_units_on_a_docker_or_crio_node_leave_containerd_out(tmp_path, engine):
+    """The units' record is kept beside them: nothing is written under /etc/containerd, the
+    engine is still detected, and ``unconfigure`` removes the units and their enable links."""
+    trees.install_driver(tmp_path, VERSION_A)
+    if engine == "docker":
+        code, _, err = cli("setup", "--root", str(tmp_path), "--engine", engine)
+        assert code == 0, err
+    else:
+        trees.write(tmp_path / "etc/crio/crio.conf", '[crio.runtime]\ndefault_runtime = "crun"\n')
+        code, _, err = cli("configure", "--root", str(tmp_path), "--engine", engine)
+        assert code == 0, err
+    generate(tmp_path)
+    assert refresh(tmp_path, "--install-units")[0] == 0
+    assert (tmp_path / UNITS_RECORD).exists()
+    assert not (tmp_path / "etc/containerd").exists()
+    code, out, err = cli("configure", "--root", str(tmp_path), "--dry-run")
+    assert code == 0, err  # still detected as the engine it is
+    enable(tmp_path)
+    (tmp_path / WANTS / "other.service").symlink_to("/etc/systemd/system/other.service")
+    code, out, err = cli("unconfigure", "--root", str(tmp_path))
+    assert code == 0, err
+    assert not any((tmp_path / unit).exists() for unit in UNITS)
+    assert not (tmp_path / UNITS_RECORD).exists()
+    assert sorted(p.name for p in (tmp_path / WANTS).iterdir()) == ["other.service"]
+    assert "link to gpuready's unit" in out
+
+
+def test_an_edited_unit_keeps_its_enable_link(tmp_path):
+    node_a(tmp_path)
+    assert refresh(tmp_path, "--install-units")[0] == 0
+    enable(tmp_path)
+    edited = tmp_path / UNITS[0]
+    edited.write_text(edited.read_text() + "# mine\n")
+    code, out, _ = cli("unconfigure", "--root", str(tmp_path))
+    assert code == 0 and "changed since gpuready wrote it: left as it is" in out
+    assert (tmp_path / WANTS / "gpuready-cdi-refresh.service").is_symlink()
+    assert not (tmp_path / WANTS / "gpuready-cdi-refresh.path").is_symlink()
+
+
+@pytest.mark.parametrize("where", [SPEC, "var/run/cdi/nvidia.yaml"])
+def test_a_spec_gpuready_did_not_write_is_refreshed_only_with_force(tmp_path, where):
+    node_a(tmp_path)
+    spec = tmp_path / where
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text((tmp_path / SPEC).read_text() + "# tuned by hand\n")
+    trees.upgrade_driver(tmp_path, VERSION_A, VERSION_B)
+    before = spec.read_bytes()
+    extra = () if where == SPEC else ("--output", f"/{where}")
+    code, out, err = cli("cdi", "refresh", "--root", str(tmp_path), *extra)
+    assert code == 2 and "Traceback" not in err
+    [line] = [line for line in err.splitlines() if line.startswith("gpuready: error:")]
+    assert "stale" in line and "no intent record of gpuready's describes it" in line
+    assert "--force" in line
+    assert spec.read_bytes() == before
+    code, document = refresh(tmp_path, *extra, "--force")
+    assert (code, document["action"]) == (0, "rewritten")
+    assert f"libcuda.so.{VERSION_B}" in spec.read_text()
+
+
+def test_setup_refresh_unconfigure_leaves_nothing_of_gpuready(tmp_path):
+    """A refresh of the spec setup wrote keeps setup's record true: unconfigure then removes
+    the spec and its intent record, and no backup is left."""
+    root = tmp_path / "node"
+    trees.install_driver(root, VERSION_A)
+    code, _, err = cli("setup", "--root", str(root), "--containerd-version", "1.7")
+    assert code == 0, err
+    trees.upgrade_driver(root, VERSION_A, VERSION_B)
+    code, document = refresh(root)
+    assert (code, document["action"]) == (0, "rewritten"), document
+    code, out, err = cli("unconfigure", "--root", str(root))
+    assert code == 0, err
+    assert "changed since gpuready wrote it" not in out
+    left = sorted(p.name for p in (root / "etc/cdi").iterdir()) if (root / "etc/cdi").exists() \
+        else []
+    assert left == []
+
+
+def test_units_and_spec_roll_back_together_when_a_write_fails(tmp_path, monkeypatch):
+    from gpuready import fsio
+
+    node_a(tmp_path)
+    trees.upgrade_driver(tmp_path, VERSION_A, VERSION_B)
+    before = state(tmp_path)
+    real = fsio.write_atomic
+
+    def failing(path, data, **kw):
+        if path.name.endswith(".path"):
+            raise fsio.WriteError(f"{path}: no space left on device")
+        return real(path, data, **kw)
+
+    monkeypatch.setattr(fsio, "write_atomic", failing)
+    code, _, err = cli("cdi", "refresh", "--root", str(tmp_path), "--install-units")
+    assert code == 2 and "Traceback" not in err
+    monkeypatch.setattr(fsio, "write_atomic", real)
+    assert {name: data for name, (data, _) in state(tmp_path).items()} == {
+        name: data for name, (data, _) in before.items()}  # put back: the bytes, no backup
+    assert not any((tmp_path / unit).exists() for unit in UNITS)
+
+
+def test_a_relative_inventory_is_recorded_as_a_node_path(tmp_path, monkeypatch):
+    trees.containerd_config(tmp_path)
+    (tmp_path / "inventory.yaml").write_text(
+        f'driverVersion: "{VERSION_A}"\ngpus:\n  - {{index: 0, uuid: {trees.UUIDS[0]}}}\n')
+    monkeypatch.chdir(tmp_path)
+    generate(tmp_path, "--inventory", "inventory.yaml")
+    assert json.loads((tmp_path / INTENT).read_text())["intent"]["inventory"] == (
+        "/inventory.yaml")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    code, document = refresh(tmp_path)
+    assert (code, document["action"]) == (0, "none"), document
+    (tmp_path / "inventory.yaml").write_text(
+        (tmp_path / "inventory.yaml").read_text() + f"  - {{index: 1, uuid: {trees.UUIDS[1]}}}\n")
+    code, document = refresh(tmp_path)
+    assert (code, document["action"]) == (0, "rewritten"), document
+    assert trees.UUIDS[1] in (tmp_path / SPEC).read_text()
+
+
+@pytest.mark.parametrize("field,value", [("gpus", -5), ("gpus", 256), ("driver_root", "run/x"),
+                                         ("device_name_strategies", ["bogus"]),
+                                         ("inventory", "relative.yaml")])
+def test_a_damaged_intent_record_is_as_good_as_none(tmp_path, field, value):
+    node_a(tmp_path)
+    record = json.loads((tmp_path / INTENT).read_text())
+    record["intent"][field] = value
+    (tmp_path / INTENT).write_text(json.dumps(record))
+    from gpuready.cdi.intent import load_intent
+    from gpuready.node import Node
+
+    assert load_intent(Node(tmp_path), tmp_path / SPEC) is None
+
+
+def test_a_missing_uvm_node_is_not_regenerated_away(tmp_path):
+    """nvidia-uvm not loaded yet: doctor says how to load it, and a refresh (the boot unit)
+    keeps the spec and exits 0."""
+    node_a(tmp_path)
+    for name in ("nvidia-uvm", "nvidia-uvm-tools"):
+        (tmp_path / "dev" / name).unlink()
+    code, problems = doctor(tmp_path)
+    stale = only(problems, "cdi-spec-stale")
+    assert "nvidia-modprobe -u -c=0" in stale["fix"] and "/dev/nvidia-uvm" in stale["message"]
+    age(tmp_path)
+    before = state(tmp_path)
+    code, out, err = cli("cdi", "refresh", "--root", str(tmp_path))
+    assert code == 0, err
+    assert "nvidia-modprobe -u -c=0" in err
+    assert state(tmp_path) == before

@@ -206,3 +206,28 @@ def test_a_missing_hook_binary_makes_the_spec_stale(tmp_path):
     (tmp_path / "usr/bin/nvidia-cdi-hook").unlink()
     message = only(doctor(tmp_path)[1], "cdi-spec-stale")["message"]
     assert "1 host path(s) it names are gone: /usr/bin/nvidia-cdi-hook (hook)" in message
+
+
+def test_a_spec_written_before_the_driver_is_stale_once_the_libraries_come(tmp_path):
+    """``cdi generate --gpus 2`` on a node without the driver mounts no library; once the
+    driver's libraries are there, the spec no longer describes the node."""
+    trees.containerd_config(tmp_path, enable_cdi=True)
+    text = generate(tmp_path, "--gpus", "2", "--no-hooks")
+    assert "libcuda.so" not in text
+    trees.install_driver(tmp_path, VERSION_A)
+    code, problems = doctor(tmp_path)
+    stale = only(problems, "cdi-spec-stale")
+    assert f"the node has driver libraries (libcuda.so.{VERSION_A}) and it mounts none" in (
+        stale["message"])
+
+
+def test_an_offline_image_without_dev_nodes_keeps_a_fresh_spec_fresh(tmp_path):
+    """A node image (driver files, no /dev, no /proc): the spec just generated is not stale."""
+    trees.install_driver(tmp_path, VERSION_A)
+    trees.unload_module(tmp_path)
+    trees.containerd_config(tmp_path, enable_cdi=True)
+    generate(tmp_path, "--gpus", "2")
+    code, problems = doctor(tmp_path)
+    assert (code, problems) == (0, [])
+    code, out, err = cli("cdi", "refresh", "--root", str(tmp_path))
+    assert code == 0 and out.endswith("fresh, nothing to do\n"), (out, err)

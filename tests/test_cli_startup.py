@@ -163,3 +163,30 @@ def test_the_catalogue_names_each_rule_where_it_is_defined() -> None:
     for name, scope, module in CATALOGUE:
         rule = {r.name: r for r in importlib.import_module(module).RULES}[name]
         assert rule.scope is scope, name
+
+
+def test_checking_a_node_without_a_cdi_spec_loads_no_cdi_reader(tmp_path) -> None:
+    """A node whose CDI folders hold no spec: lint, check and doctor run the CDI rules, which
+    return at once; the spec reader, the generator and the refresh stay unloaded."""
+    config = tmp_path / "etc" / "containerd" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text((REPO / "tests" / "data" / "lab-base-registered.toml").read_text())
+    (tmp_path / "etc" / "cdi").mkdir()
+    (tmp_path / "etc" / "cdi" / "README").write_text("not a spec\n")
+    for command in ("lint", "check", "doctor"):
+        loaded = modules_loaded_by(command, "--root", str(tmp_path), "--containerd-version", "1.7")
+        assert command != "doctor" or "gpuready.rules.cdi_node" in loaded
+        for unwanted in ("gpuready.cdi.validate", "gpuready.cdi.generate", "gpuready.cdi.nvml",
+                         "gpuready.cdi.refresh", "gpuready.cdi.story", "gpuready.cdi.document"):
+            assert unwanted not in loaded, (command, unwanted)
+
+
+def test_judging_a_spec_reads_its_intent_without_the_generator(tmp_path) -> None:
+    """doctor judges a spec with its intent record: the generator and the refresh stay
+    unloaded."""
+    root = tmp_path / "node"
+    assert modules_loaded_by("setup", "--root", str(root), "--containerd-version", "1.7",
+                             "--gpus", "1")
+    loaded = modules_loaded_by("doctor", "--root", str(root), "--containerd-version", "1.7")
+    assert {"gpuready.cdi.staleness", "gpuready.cdi.intent"} <= loaded
+    assert not {"gpuready.cdi.generate", "gpuready.cdi.refresh", "gpuready.cdi.nvml"} & loaded

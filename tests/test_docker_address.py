@@ -146,7 +146,9 @@ def dockerd():
 
 
 def test_verify_live_probe_works_with_only_docker_host(dockerd: Dockerd) -> None:
-    """The issue's "done when": no address option, only DOCKER_HOST."""
+    """With only DOCKER_HOST naming dockerd (no address option), configure --reload,
+    verify --live --probe and unconfigure --reload all reach it and say where the address
+    came from."""
     config = str(dockerd.config_path)
     configured = gpuready("configure", "--engine", "docker", "--config", config, "--binary",
                           str(dockerd.standin), "--reload", docker_host=dockerd.address)

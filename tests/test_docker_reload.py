@@ -14,10 +14,16 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from gpuready.engines.docker import live
+from gpuready.engines.docker.api import DockerApi, DockerApiError
+from gpuready.engines.docker.config import parse_daemon_config
+from gpuready.errors import RuntimeUnreachableError
+from tests import cli_runner
 from tests.harness.containerd import short_tempdir
 from tests.harness.dockerd import Dockerd
 from tests.harness.standin import write_standin
@@ -145,9 +151,9 @@ def test_a_refused_reload_after_unconfigure_puts_back_every_file(dockerd: Docker
 
 
 def test_a_key_dockerd_refuses_is_refused_before_a_byte_is_written(dockerd: Dockerd) -> None:
-    """The issue's case: "default-runtimes" (a typo) in a file whose runtime is live. dockerd
-    20.10 has no --validate; its key table refuses the file before anything is written or
-    signalled."""
+    """A typo'd key ("default-runtimes") in a file whose runtime is live: dockerd 20.10 has no
+    --validate, so gpuready's key table of that release refuses the file (exit 2) before
+    anything is written or signalled, with or without --reload, and in a dry run."""
     assert configure(dockerd, "--reload").code == 0
     before = edit(dockerd, **{"default-runtimes": "nvidia"})
     os.utime(dockerd.config_path, (1_000_000_000, 1_000_000_000))
@@ -199,3 +205,159 @@ def test_the_refusal_names_docker_host_when_the_address_came_from_it(
                      env={"DOCKER_HOST": dockerd.address})
     assert result.code == 1
     assert f"at {dockerd.address} (from DOCKER_HOST) refused to reload" in error_line(result)
+
+
+# -- only dockerd's own reload failures are refusals; after the reload event nothing is put back
+
+SIGNALLED_20_10 = ('time="2024-05-02T10:00:00.000000000Z" level=info msg="Got signal to reload '
+                   'configuration, reloading from: /etc/docker/daemon.json"')
+SIGNALLED_LATER = ('time="2024-05-02T10:00:00.000000000Z" level=info msg="Got signal to reload '
+                   'configuration" config-file=/etc/docker/daemon.json')
+UNRELATED_ERROR = ('time="2024-05-02T10:00:00.100000000Z" level=error msg="Handler for GET '
+                   '/v1.41/containers/gpuready-none/json returned error: No such container: '
+                   'gpuready-none"')
+
+
+@pytest.mark.parametrize(("lines", "reason"), [
+    ([SIGNALLED_20_10, 'level=error msg="unable to configure the Docker daemon with file '
+      '/etc/docker/daemon.json: the following directives don\'t match any configuration '
+      'option: default-runtimes"'],
+     "unable to configure the Docker daemon with file /etc/docker/daemon.json: the following "
+     "directives don't match any configuration option: default-runtimes"),
+    ([SIGNALLED_20_10, UNRELATED_ERROR, 'level=error msg="file configuration validation failed: '
+      'runtime name \'runc\' is reserved"'],
+     "file configuration validation failed: runtime name 'runc' is reserved"),
+    ([SIGNALLED_20_10, 'level=error msg="Error reconfiguring the daemon: boom"'],
+     "Error reconfiguring the daemon: boom"),
+    ([SIGNALLED_LATER, 'level=error msg="Error reloading configuration" error="file '
+      'configuration validation failed: specified default runtime \'gpu\' does not exist"'],
+     "Error reloading configuration: file configuration validation failed: specified default "
+     "runtime 'gpu' does not exist"),
+    ([SIGNALLED_LATER, '{"error":"boom","level":"error","msg":"Error reconfiguring the daemon"}'],
+     "Error reconfiguring the daemon: boom"),
+    ([SIGNALLED_20_10, UNRELATED_ERROR,
+      'level=error msg="Error response from daemon: unrelated" error=x'], None),
+    ([SIGNALLED_LATER, '{"level":"error","msg":"Handler for GET /info returned error: x"}'], None),
+    (['level=error msg="Error reconfiguring the daemon: an earlier reload"', SIGNALLED_20_10],
+     None),
+    (['level=error msg="Error reconfiguring the daemon: before any signal"'], None),
+])
+def test_only_dockerds_reload_failures_are_refusals(lines: list, reason) -> None:
+    """A busy daemon logs unrelated errors: only the messages dockerd's reload code logs for a
+    reload it did not take (in 20.10's form and in later releases' msg plus error field), after
+    the signal, are a refusal."""
+    assert live.reload_refusal("\n".join(lines) + "\n") == reason
+
+
+def test_an_unrelated_error_in_the_log_is_no_refusal(
+        dockerd: Dockerd, capsys, monkeypatch) -> None:
+    """An error line unrelated to the reload lands in dockerd's log right after the signal, and
+    the reload event takes longer than the grace a refusal gets: gpuready waits for the event
+    and keeps the file dockerd accepted."""
+    real_events = DockerApi.events
+    log_at = len(dockerd.log_text())
+    state = {"first": None, "appended": False}
+
+    def slow_events(self, **query):
+        state["first"] = state["first"] or time.monotonic()
+        if not state["appended"] and live.RELOAD_LOGGED in dockerd.log_text()[log_at:]:
+            with dockerd.log_path.open("a") as log:
+                log.write(UNRELATED_ERROR + "\n")
+            state["appended"] = True
+        if time.monotonic() - state["first"] < 3 * live.REFUSAL_GRACE_S:
+            return []  # a busy daemon: the event is not there yet
+        return real_events(self, **query)
+
+    monkeypatch.setattr(DockerApi, "events", slow_events)
+    result = cli_runner.run_cli(capsys, monkeypatch, *configure_argv(dockerd, "--reload"))
+    assert result.code == 0, result.out + result.err
+    assert state["appended"] and UNRELATED_ERROR in dockerd.log_text()
+    assert "reloaded: dockerd" in result.out and "has runtimes nvidia" in result.out
+    assert "nvidia" in json.loads(dockerd.config_path.read_text())["runtimes"]
+    assert "nvidia" in live_runtimes(dockerd)
+
+
+def test_the_event_stream_is_asked_once_more_before_a_refusal(monkeypatch) -> None:
+    """dockerd's refusal is in the log, but the reload event comes just as the grace ends: the
+    last look at the event stream finds it, and the reload is not called refused."""
+    config = parse_daemon_config('{"runtimes": {"nvidia": {"path": "/usr/bin/nv"}}}\n',
+                                 Path("/etc/docker/daemon.json"))
+    calls = []
+
+    class Api:
+        def __init__(self, address, **_) -> None:
+            self.address = address
+
+        def events(self, **_):
+            calls.append("events")
+            return [{"Type": "daemon", "Action": "reload"}] if len(calls) > 2 else []
+
+        def info(self):
+            return {"ServerVersion": "20.10.0", "DefaultRuntime": "runc",
+                    "Runtimes": {"runc": {"path": "runc"}, "nvidia": {"path": "/usr/bin/nv"}}}
+
+    class Log:
+        def __init__(self, pid: int) -> None:
+            self.pid = pid
+
+        def refusal(self) -> str:
+            return "Error reconfiguring the daemon: a reload of someone else's"
+
+    signals = []
+    monkeypatch.setattr(live, "DockerApi", Api)
+    monkeypatch.setattr(live, "DaemonLog", Log)
+    monkeypatch.setattr(live, "reload_target", lambda address: 4242)
+    monkeypatch.setattr(live.os, "kill", lambda pid, number: signals.append(pid))
+    monkeypatch.setattr(live, "REFUSAL_GRACE_S", 0.0)
+    loaded, note = live.reload("unix:///nowhere.sock", config)
+    assert signals == [4242] and calls == ["events"] * 3
+    assert loaded.runtimes["nvidia"] == {"path": "/usr/bin/nv"} and note is None
+
+
+@pytest.mark.parametrize(("failure", "code", "says"), [
+    ("unreachable", 3, "/info failed: unix://"),
+    ("answered 500", 1, "/info failed: dockerd answered 500: out of file descriptors"),
+    ("other runtimes", 1, "so it reads another file"),
+])
+def test_after_the_reload_event_the_file_is_kept(
+        failure: str, code: int, says: str, dockerd: Dockerd, capsys, monkeypatch) -> None:
+    """dockerd accepted the reload (its event came), then /info fails or shows other runtimes:
+    the file is what dockerd loaded, so nothing is put back, and the failure says so (exit 3
+    when dockerd no longer answers, else 1)."""
+    real_events, real_info = DockerApi.events, DockerApi.info
+    seen = []
+
+    def events(self, **query):
+        found = real_events(self, **query)
+        seen.extend(found)
+        return found
+
+    def info(self):
+        if not seen:
+            return real_info(self)
+        if failure == "unreachable":
+            raise RuntimeUnreachableError(f"{self.address}: cannot reach dockerd: Connection "
+                                          "refused")
+        if failure == "answered 500":
+            raise DockerApiError(500, "out of file descriptors")
+        answer = real_info(self)
+        answer["Runtimes"].pop("nvidia", None)
+        return answer
+
+    monkeypatch.setattr(DockerApi, "events", events)
+    monkeypatch.setattr(DockerApi, "info", info)
+    result = cli_runner.run_cli(capsys, monkeypatch, *configure_argv(dockerd, "--reload"))
+    assert result.code == code, result.out + result.err
+    line = error_line(result)
+    assert says in line and "put back byte for byte" not in line
+    kept = f"{dockerd.config_path} kept as written, not put back: dockerd's reload event came"
+    assert kept in line
+    assert "reloaded:" not in result.out
+    assert "nvidia" in json.loads(dockerd.config_path.read_text())["runtimes"]
+    assert set(folder_files(dockerd)) >= {"daemon.json", "daemon.json.gpuready.json"}
+    assert "nvidia" in live_runtimes(dockerd)  # what the file says is what dockerd runs
+
+
+def configure_argv(daemon: Dockerd, *extra: str) -> list:
+    return ["configure", "--engine", "docker", "--config", str(daemon.config_path),
+            "--binary", str(daemon.standin), "--address", daemon.address, *extra]

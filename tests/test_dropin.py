@@ -263,6 +263,24 @@ def test_a_folder_the_operator_made_stays_even_empty(tmp_path: Path) -> None:
     assert _tree(root) == before and (root / "etc/containerd/conf.d").is_dir()
 
 
+def test_a_link_out_of_the_root_never_leads_unconfigure_to_a_host_folder(tmp_path: Path) -> None:
+    """The node's etc/containerd links to a folder by its absolute path. gpuready follows the
+    link inside the root when it writes, and so when it removes the folder it created; the
+    operating system would follow it out of the root, to a host folder of the same name."""
+    root, host = tmp_path / "root", tmp_path / "host-containerd"
+    inside = root / host.relative_to("/")  # where the link leads within the root
+    inside.mkdir(parents=True)
+    shutil.copyfile(LAB_BASE, inside / "config.toml")
+    (root / "etc").mkdir()
+    (root / "etc/containerd").symlink_to(host)
+    (host / "conf.d").mkdir(parents=True)  # the host's own folder, empty
+    _run("configure", "--root", str(root), "--drop-in")
+    assert (inside / "conf.d/99-nvidia.toml").is_file()
+    _run("unconfigure", "--root", str(root))
+    assert not (inside / "conf.d").exists()  # the folder gpuready created went
+    assert (host / "conf.d").is_dir()  # the host's folder of the same name stayed
+
+
 def test_a_folder_gpuready_created_that_holds_other_files_stays(tmp_path: Path) -> None:
     root, _ = _root_with_config(tmp_path)
     _run("configure", "--root", str(root), "--drop-in")

@@ -20,6 +20,7 @@ import pytest
 from gpuready.cli import main
 from gpuready.cli.commands import COMMANDS
 from gpuready.errors import EXIT_CODES, exit_code_help
+from tests import driver_trees as trees
 from tests.helpers import REPO
 
 LINE = ("--containerd-version", "1.7")
@@ -84,6 +85,17 @@ def node_cases() -> dict[str, Case]:
                                 "did you mean 'docker'"),
         "cdi-generate-ok": Case(lambda w: ["cdi", "generate", "--root", str(w / "good"),
                                            "--gpus", "1", "--dry-run"], 0, ""),
+        "cdi-refresh-ok": Case(lambda w: ["cdi", "refresh", "--root", str(w / "good")], 0, ""),
+        "cdi-refresh-mistyped-root": Case(lambda w: ["cdi", "refresh", "--root", str(w / "god")],
+                                          2, NOT_A_NODE),
+        "cdi-refresh-unreadable-spec": Case(
+            lambda w: ["cdi", "refresh", "--root", str(w / "unreadable-cdi")], 2,
+            "not a CDI spec gpuready can read"),
+        "cdi-refresh-not-gpuready-s": Case(
+            lambda w: ["cdi", "refresh", "--root", str(w / "hand-made-cdi")], 2,
+            "no intent record of gpuready's describes it"),
+        "cdi-refresh-stays-stale": Case(
+            lambda w: ["cdi", "refresh", "--root", str(w / "stale-cdi")], 1, ""),
         "gate-refusal": Case(lambda w: ["configure", "--root", str(w / "v3"), *LINE], 2,
                              "refusing the change"),
         "set-as-default-refusal": Case(
@@ -161,6 +173,18 @@ def world(tmp_path_factory) -> Path:
     (folder / "v3/etc/containerd/config.toml").write_text(
         'version = 3\n[plugins."io.containerd.cri.v1.runtime".containerd]\n'
         '  default_runtime_name = "runc"\n')
+    shutil.copytree(folder / "good", folder / "unreadable-cdi")
+    (folder / "unreadable-cdi/etc/cdi/nvidia.yaml").write_text("kind: [\n")
+    for name in ("stale-cdi", "hand-made-cdi"):  # a driver showing 2 GPUs, a spec for 4
+        shutil.copytree(folder / "good", folder / name)
+        trees.install_driver(folder / name, trees.VERSION_A, gpus=2)
+        for device in (folder / name / "dev").iterdir():  # plain files: the world is read whole
+            device.unlink()
+            device.touch()
+        assert main.run(["cdi", "generate", "--root", str(folder / name), "--gpus", "4",
+                         "--no-nvml", "--force"]) == 0
+    spec = folder / "hand-made-cdi/etc/cdi/nvidia.yaml"
+    spec.write_text(spec.read_text() + "# by hand\n")
     shutil.copytree(folder / "good", folder / "broken-cdi")
     (folder / "broken-cdi/etc/cdi/broken.yaml").write_text("cdiVersion: 0.5.0\nkind: x\n")
     return folder
@@ -242,3 +266,13 @@ def test_setup_makes_a_new_root_but_says_so(tmp_path: Path, capsys) -> None:
     assert f"--root {tmp_path / 'new'} did not exist: a new sandbox node was made there" in err
     code, _, err = run(capsys, ["setup", "--root", str(tmp_path / "new"), *LINE])
     assert code == 0 and "did not exist" not in err
+
+
+def test_an_error_of_cdi_generate_never_lands_in_the_spec_it_writes(tmp_path: Path, capsys) -> None:
+    """``cdi generate --format json`` writes the spec as JSON to standard output: an error there
+    prints no error object (it would land in ``> /etc/cdi/nvidia.json``), usage error or not."""
+    (tmp_path / "etc").mkdir()
+    for argv in (["cdi", "generate", "--format", "json", "--gpus", "0"],
+                 ["cdi", "generate", "--format", "json", "--root", str(tmp_path), "--no-nvml"]):
+        code, out, err = run(capsys, argv)
+        assert code == 2 and out == "" and len(error_lines(err)) == 1, (argv, out, err)

@@ -393,6 +393,23 @@ def remove_planned(plan: Plan, *, node: Node) -> bool:
     return True
 
 
+def remove_own_link(link: Path, targets: tuple[str, ...]) -> bool:
+    """Remove the symbolic link ``link`` (a resolved host path: its folder's links followed)
+    while it holds one of ``targets``; False when it is gone or is anything else, which stays.
+
+    The caller holds :func:`locked` for the link's folder."""
+    try:
+        if not link.is_symlink() or os.readlink(link) not in targets:
+            return False
+        os.unlink(link)
+    except FileNotFoundError:
+        return False
+    except OSError as error:
+        raise WriteError(f"{link}: cannot remove: {error.strerror or error}") from None
+    _fsync_folder(link.parent)
+    return True
+
+
 def apply_own_file(plan: Plan, *, node: Node) -> bool:
     """Write a file that is gpuready's own (its record): as :func:`apply_plan`, without a backup.
 

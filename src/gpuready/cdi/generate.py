@@ -24,8 +24,8 @@ from typing import Any
 
 import yaml
 
+from gpuready.cdi import intent, nvml
 from gpuready.cdi import node as facts
-from gpuready.cdi import nvml
 from gpuready.cdi.inventory import (
     Driver,
     Gpu,
@@ -44,9 +44,10 @@ from gpuready.plan import Plan
 KIND = "nvidia.com/gpu"
 HOOK_BINARY = "/usr/bin/nvidia-cdi-hook"
 MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind", "rprivate")
-STRATEGIES = ("index", "uuid", "type-index")
-DEFAULT_STRATEGIES = ("index", "uuid")
-FORMATS = ("yaml", "json")
+# the intent's own names (the record is read without this module)
+STRATEGIES = intent.STRATEGIES
+DEFAULT_STRATEGIES = intent.DEFAULT_STRATEGIES
+FORMATS = intent.FORMATS
 
 
 @dataclass(frozen=True)

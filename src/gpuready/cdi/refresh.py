@@ -15,69 +15,38 @@ vendor) refuse, and a spec gpuready writes must load on every containerd that re
 (:mod:`gpuready.cdi.staleness`, told the intent: a spec detected from the node's devices on a node
 that now shows no driver is stale, not "not yet verifiable") or the intent changed (an option
 given now that differs from the record, or the inventory file's content). A fresh spec is not
-rewritten: its bytes and mtime stay. Every write goes through the one safe writer
-(:func:`gpuready.changeset.apply_all`: lock, atomic rename, backup of the spec).
+rewritten: its bytes and mtime stay. A spec no intent record describes (written by hand or
+by another tool, or edited since) is never rewritten without ``--force``. A missing
+``/dev/nvidia-uvm*`` alone is no reason to regenerate (the module is not loaded yet).
+
+Every write goes through the one safe writer, as one change (:func:`write_refresh`: lock, atomic
+rename, backup of the spec): the spec, its intent record, ``setup``'s record when it lists them
+(:func:`_plan_setup_record`), and the units of ``--install-units``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpuready.cdi import generate
+from gpuready.cdi.intent import (  # noqa: F401  (the record's names, kept here too)
+    INTENT_FORMAT,
+    INTENT_SUFFIX,
+    Intent,
+    intent_fields,
+    intent_path,
+    load_intent,
+    recorded_intent,
+    sha256,
+)
 from gpuready.errors import ExitCode, InputError, UsageError
 from gpuready.node import FileKind, Node
+from gpuready.paths import CONTAINERD_CONFIG
 from gpuready.plan import Plan
-
-INTENT_SUFFIX = ".gpuready.intent"
-INTENT_FORMAT = 1
-
-
-def sha256(text: str | None) -> str | None:
-    """The SHA-256 of ``text`` (None for None)."""
-    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def intent_path(spec: Path) -> Path:
-    """Where the intent of the spec at ``spec`` (a host path) is kept: beside it."""
-    return spec.with_name(spec.name + INTENT_SUFFIX)
-
-
-@dataclass(frozen=True)
-class Intent:
-    """What a spec is generated from; a None field of a command line means "as recorded"."""
-
-    gpus: int | None = None
-    inventory: str | None = None
-    strategies: tuple[str, ...] = generate.DEFAULT_STRATEGIES
-    hooks: bool | None = None
-    driver_root: str = "/"
-    use_nvml: bool = True
-    fmt: str | None = None
-
-    def options(self) -> generate.GenerateOptions:
-        """The generator's options for this intent."""
-        return generate.GenerateOptions(strategies=self.strategies, hooks=self.hooks,
-                                        driver_root=self.driver_root)
-
-    def described(self) -> str:
-        """``--gpus 4``, ``--inventory node.yaml`` or ``the node's GPUs``."""
-        if self.inventory and self.gpus is not None:
-            return f"--gpus {self.gpus} --inventory {self.inventory}"
-        if self.inventory:
-            return f"--inventory {self.inventory}"
-        if self.gpus is not None:
-            return f"--gpus {self.gpus}"
-        return "the node's GPUs"
-
-
-def _intent_fields(intent: Intent) -> dict[str, Any]:
-    return {"gpus": intent.gpus, "inventory": intent.inventory,
-            "device_name_strategies": list(intent.strategies), "hooks": intent.hooks,
-            "driver_root": intent.driver_root, "nvml": intent.use_nvml, "format": intent.fmt}
 
 
 def render_intent(intent: Intent, *, spec: Path, text: str, found: Any,
@@ -89,7 +58,7 @@ def render_intent(intent: Intent, *, spec: Path, text: str, found: Any,
         "format": INTENT_FORMAT,
         "spec": str(node.node_path(spec)),
         "spec_sha256": sha256(text),
-        "intent": _intent_fields(intent),
+        "intent": intent_fields(intent, node),
         "inventory_sha256": inventory_sha256,
         "detected": {
             "source": found.source,
@@ -99,60 +68,6 @@ def render_intent(intent: Intent, *, spec: Path, text: str, found: Any,
         },
     }
     return json.dumps(record, indent=2, sort_keys=True) + "\n"
-
-
-def load_intent(node: Node, spec: Path) -> dict[str, Any] | None:
-    """The intent record of the spec at ``spec``; None when there is none or it is not one
-    this version reads (a damaged record is as good as none: the spec is then judged alone)."""
-    try:
-        text = node.read_text_or_none(intent_path(spec), kind=FileKind.NODE_FACT)
-    except InputError:
-        return None
-    if text is None:
-        return None
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return None
-    if not (isinstance(record, dict) and record.get("format") == INTENT_FORMAT
-            and isinstance(record.get("intent"), dict) and isinstance(record.get("detected"),
-                                                                      dict)):
-        return None
-    try:
-        record["parsed"] = _parsed(record["intent"])
-    except (TypeError, ValueError):
-        return None
-    return record
-
-
-def _parsed(fields: dict[str, Any]) -> Intent:
-    gpus = fields.get("gpus")
-    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)):
-        raise ValueError("gpus")
-    strategies = tuple(fields.get("device_name_strategies") or generate.DEFAULT_STRATEGIES)
-    if not all(s in generate.STRATEGIES for s in strategies):
-        raise ValueError("strategies")
-    inventory, driver_root = fields.get("inventory"), fields.get("driver_root", "/")
-    hooks, fmt = fields.get("hooks"), fields.get("format")
-    if not (inventory is None or isinstance(inventory, str)) or not isinstance(driver_root, str) \
-            or hooks not in (None, True, False) or fmt not in (None, *generate.FORMATS):
-        raise ValueError("fields")
-    return Intent(gpus, inventory, strategies, hooks, driver_root,
-                  bool(fields.get("nvml", True)), fmt)
-
-
-def recorded_intent(node: Node, spec: Path, text: str | None = None) -> dict[str, Any] | None:
-    """The intent record of ``spec`` when it describes the spec as it is now (the record's
-    SHA-256 is the spec's); None otherwise (no record, or the spec was rewritten since)."""
-    record = load_intent(node, spec)
-    if record is None:
-        return None
-    if text is None:
-        try:
-            text = node.read_text_or_none(spec, kind=FileKind.CDI_SPEC)
-        except InputError:
-            return None
-    return record if record.get("spec_sha256") == sha256(text) else None
 
 
 def inventory_digest(node: Node, path: str | None) -> str | None:
@@ -176,6 +91,7 @@ class RefreshRequest:
     hooks: bool | None = None
     driver_root: str | None = None
     use_nvml: bool | None = None
+    force: bool = False
 
     def given(self) -> dict[str, Any]:
         """The intent fields given on the command line."""
@@ -198,6 +114,7 @@ class Refresh:
     notes: list[str] = field(default_factory=list)
     verifiable: bool = True
     library_dir: str | None = None
+    own: list[Path] = field(default_factory=list)  # written without a backup
 
     @property
     def needed(self) -> bool:
@@ -262,6 +179,8 @@ def plan_refresh(request: RefreshRequest) -> Refresh:
 
     if request.output == "-":
         raise UsageError("cdi refresh keeps a spec file true: give --output PATH, not '-'")
+    if request.inventory_path is not None:  # kept absolute: a refresh runs from any folder
+        request = replace(request, inventory_path=os.path.abspath(request.inventory_path))
     node = Node(request.root)
     target = generate.output_path(node, request.output)
     before = node.read_text_or_none(target, kind=FileKind.CDI_SPEC)
@@ -281,12 +200,20 @@ def plan_refresh(request: RefreshRequest) -> Refresh:
                                "(rewritten since): the spec is judged alone")
         verdict = staleness.assess(node, target, decoded, intent=record)
         found.verifiable = verdict.verifiable
-        if verdict.stale:
+        if verdict.regenerate:
             found.reasons += ["stale: " + reason for reason in verdict.reasons()]
+        elif verdict.only_uvm:
+            found.notes.append(f"{target}: " + verdict.reasons()[-1] + "; the spec is kept as "
+                               "it is")
         found.reasons += intent_changes(request, record, intent, node)
         if record is None and request.given() and not found.reasons:
             found.reasons.append("no record of the intent it was generated with, and "
                                  f"{intent.described()} was given")
+        if record is None and found.needed and not request.force:
+            why = found.reasons[0]
+            raise InputError(target, f"{why}, but no intent record of gpuready's describes it "
+                             "(written by hand or by another tool): nothing written; "
+                             "'gpuready cdi refresh --force' regenerates it")
     if not found.needed:
         return found
     _plan_regeneration(found, request, node, before, record)
@@ -332,8 +259,45 @@ def _plan_regeneration(found: Refresh, request: RefreshRequest, node: Node, befo
     new_record = json.loads(record_text)
     after = staleness.assess(node, found.target, _decoded(prepared.text, found.target),
                              intent=new_record)
-    if after.stale:
+    if after.regenerate:
         found.still_stale = after.reasons()
+    found.own.append(path)
+    _plan_setup_record(found, node)
+
+
+def _plan_setup_record(found: Refresh, node: Node) -> None:
+    """When ``setup``'s record (beside the containerd config) lists the spec or its intent
+    record as a whole file holding what gpuready wrote, the record's plan (first), so that it
+    goes on describing the files as rewritten and ``unconfigure`` still takes them back. A spec
+    the record says gpuready created is rewritten without a backup: ``unconfigure`` removes it,
+    and nothing of gpuready's is left beside it."""
+    from gpuready.containerd.record import load_record, record_path, render_record
+
+    config = node.path(CONTAINERD_CONFIG)
+    try:
+        record = load_record(config, node=node)
+    except InputError:
+        return  # a record gpuready cannot read: unconfigure refuses it and says why
+    if record is None:
+        return
+    changed = False
+    for plan in found.plans:
+        entry = record["files"].get(str(plan.path))
+        if not (entry and entry.get("whole_file") and plan.changes
+                and entry.get("written") == sha256(plan.before)):
+            continue
+        entry["written"] = sha256(plan.after)
+        changed = True
+        if entry.get("original") is None and plan.path not in found.own:
+            found.own.append(plan.path)
+    if not changed:
+        return
+    path = record_path(config)
+    before = node.read_text_or_none(path, kind=FileKind.NODE_FACT)
+    after = render_record(record, main=config, node=node)
+    found.plans.append(Plan(path, before, after, "record the rewritten spec for "
+                            "'gpuready unconfigure'"))
+    found.own.append(path)
 
 
 def _decoded(text: str, path: Path) -> dict[str, Any]:
@@ -345,15 +309,19 @@ def _decoded(text: str, path: Path) -> dict[str, Any]:
     return spec
 
 
-def write_refresh(found: Refresh, *, node: Node) -> list[Plan]:
-    """Write the spec and its intent record as one change (the record without a backup);
-    return the plans written."""
+def write_refresh(found: Refresh, *, node: Node, units: list[Plan] | None = None,
+                  own: list[Path] | None = None) -> list[Plan]:
+    """Write the spec, its intent record, the records that list them and ``units`` (the
+    plans of :func:`gpuready.cdi.units.plan_units`, their record among them, named in ``own``)
+    as one change: all of them or none (gpuready's own records without a backup). Return the
+    plans written."""
     from gpuready.changeset import apply_all, locked_all
 
-    if not found.plans:
+    plans = [*found.plans, *(units or [])]
+    if not any(plan.changes for plan in plans):
         return []
-    with locked_all([plan.path for plan in found.plans], node=node):
-        return apply_all(found.plans, node=node, own=[found.plans[-1].path])
+    with locked_all([plan.path for plan in plans], node=node):
+        return apply_all(plans, node=node, own=[*found.own, *(own or [])])
 
 
 def setup_spec(node: Node, spec: Path, *, gpus: int | None) -> tuple[str, str]:
@@ -372,7 +340,9 @@ def intent_plan_for_generate(node: Node, prepared: generate.Prepared,
     output)."""
     if prepared.plan is None or prepared.found is None:
         return None
-    intent = Intent(request.gpus, request.inventory_path, request.options.strategies,
+    inventory = None if request.inventory_path is None else os.path.abspath(
+        request.inventory_path)
+    intent = Intent(request.gpus, inventory, request.options.strategies,
                     request.options.hooks, request.options.driver_root, request.use_nvml,
                     request.fmt)
     path = intent_path(prepared.plan.path)
@@ -384,8 +354,10 @@ def intent_plan_for_generate(node: Node, prepared: generate.Prepared,
 
 
 def report(found: Refresh, written: list[Plan], *, dry_run: bool,
-           units: list[Plan] | None = None) -> dict[str, Any]:
+           units: list[Plan] | None = None, node: Node | None = None) -> dict[str, Any]:
     """The outcome as data (the JSON document; the text lines are made from it)."""
+    from gpuready.cdi.units import is_unit
+
     spec = found.spec_plan
     changed = bool(spec and spec.changes)
     if not found.needed:
@@ -404,7 +376,7 @@ def report(found: Refresh, written: list[Plan], *, dry_run: bool,
         "action": action,
         "fresh": not found.needed,
         "verifiable": found.verifiable,
-        "intent": _intent_fields(found.intent),
+        "intent": intent_fields(found.intent, node),
         "reasons": found.reasons,
         "still_stale": found.still_stale,
         "changed": changed,
@@ -415,5 +387,5 @@ def report(found: Refresh, written: list[Plan], *, dry_run: bool,
         "units": [{"file": str(plan.path), "changed": plan.changes,
                    "written": plan in written, "summary": plan.summary,
                    "diff": plan.diff() if dry_run else ""}
-                  for plan in (units or []) if not plan.path.name.endswith(".gpuready.json")],
+                  for plan in (units or []) if is_unit(plan.path)],
     }

@@ -15,12 +15,21 @@ A spec is written once and names host files by path; the node changes under it. 
 3. the GPUs it names (``/dev/nvidia<N>`` in a device's edits, ``GPU-<uuid>`` device names) or its
    MIG devices (``<gpu>:<mig>`` names, tied to a GPU instance and compute instance by the
    capability nodes they list) are not those the node shows (``/proc/driver/nvidia/gpus/*``,
-   ``/dev/nvidia<N>``, ``/proc/driver/nvidia/capabilities/gpu<N>/mig/gi<G>/ci<C>``).
+   ``/dev/nvidia<N>``, ``/proc/driver/nvidia/capabilities/gpu<N>/mig/gi<G>/ci<C>``);
+4. the node has driver libraries (``libcuda.so.<version>``) and the spec mounts none: it was
+   written before the driver was installed.
+
+Device nodes are judged only where the node shows them (``/dev/nvidia*``, or
+``/proc/driver/nvidia``): an offline image (``--root /mnt/node-image``) holds the driver's files
+but no ``/dev`` nodes, and a fresh spec is not stale there. A missing ``/dev/nvidia-uvm*`` alone
+means the ``nvidia-uvm`` module is not loaded yet (it loads on first use, or with
+``nvidia-modprobe -u -c=0``): reported with that fix, and not a reason to regenerate the spec,
+which would then lack the nodes CUDA needs.
 
 A node with no driver evidence at all (no ``/proc/driver/nvidia``, no ``/sys/module/nvidia``, no
 ``libcuda.so.*``, no ``/dev/nvidia*``) cannot be judged: a spec written ahead with ``--gpus N``
 or ``--inventory`` names files the driver will bring. Such a spec is *not yet verifiable*,
-never stale. Unless its intent record (:mod:`gpuready.cdi.refresh`) says its GPUs were detected
+never stale. Unless its intent record (:mod:`gpuready.cdi.intent`) says its GPUs were detected
 on the node (NVML, device nodes): then the driver was there and is gone (removed, and the node
 rebooted), and the spec is stale.
 
@@ -53,6 +62,8 @@ PROC_VERSION_TEXT = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.
 # Where a spec's GPUs came from (its intent record's ``detected.source``, as the generator's
 # NodeInventory.source says) when they were detected on the node rather than planned.
 DETECTED_SOURCES = ("NVML", "device nodes")
+UVM_DEVICE = re.compile(r"/dev/nvidia-uvm(-tools)?")
+UVM_FIX = "nvidia-modprobe -u -c=0"
 # At most this many vanished paths are named in a message (the count says how many more).
 SHOWN_PATHS = 8
 
@@ -64,6 +75,8 @@ class NodeDriver:
     version: str | None = None
     source: str = ""
     evidence: tuple[str, ...] = ()
+    library_version: str | None = None  # the newest libcuda.so.<version> the node holds
+    shows_devices: bool = False  # /dev/nvidia* or /proc/driver/nvidia: device nodes are judged
 
     @property
     def present(self) -> bool:
@@ -74,7 +87,8 @@ class NodeDriver:
 def node_driver(node: Node) -> NodeDriver:
     """The node's driver as its files show it (see the module docstring for the order)."""
     evidence = []
-    if node.is_dir(node.path(PROC_DRIVER)):
+    proc = node.is_dir(node.path(PROC_DRIVER))
+    if proc:
         evidence.append(PROC_DRIVER)
     if node.is_dir(node.path(SYS_MODULE)):
         evidence.append(SYS_MODULE)
@@ -87,7 +101,8 @@ def node_driver(node: Node) -> NodeDriver:
     version, source = _module_version(node)
     if version is None and library.version:
         version, source = library.version, "the driver libraries (libcuda.so.*)"
-    return NodeDriver(version, source, tuple(evidence))
+    return NodeDriver(version, source, tuple(evidence), library.version,
+                      proc or bool(devices))
 
 
 def _dev_nvidia(node: Node) -> list[str]:
@@ -135,6 +150,8 @@ class Staleness:
     mig_new: list[str] = field(default_factory=list)
     absent: int = 0  # host paths missing on a node that cannot be judged
     driver_gone: str = ""  # where the GPUs were detected, when the node shows no driver now
+    no_libraries: bool = False  # the node has libcuda.so.<version>, the spec mounts none
+    uvm_missing: list[str] = field(default_factory=list)  # /dev/nvidia-uvm* (module not loaded)
 
     @property
     def version_differs(self) -> bool:
@@ -145,9 +162,20 @@ class Staleness:
     @property
     def stale(self) -> bool:
         """True when the spec no longer describes the node."""
+        return self.verifiable and bool(self.uvm_missing or self.regenerate)
+
+    @property
+    def regenerate(self) -> bool:
+        """True when regenerating the spec is the fix (stale for another reason than an
+        ``nvidia-uvm`` module not loaded yet)."""
         return self.verifiable and bool(
             self.vanished or self.version_differs or self.gpus_gone or self.gpus_new
-            or self.mig_gone or self.mig_new or self.driver_gone)
+            or self.mig_gone or self.mig_new or self.driver_gone or self.no_libraries)
+
+    @property
+    def only_uvm(self) -> bool:
+        """True when the one reason is the missing ``/dev/nvidia-uvm*`` nodes."""
+        return self.stale and not self.regenerate
 
     def reasons(self) -> list[str]:
         """One clause per reason, in the order they were checked."""
@@ -159,6 +187,9 @@ class Staleness:
         if self.version_differs:
             found.append(f"it was written for driver {self.spec_version}, but the node has "
                          f"{self.driver.version} ({self.driver.source})")
+        if self.no_libraries:
+            found.append(f"the node has driver libraries (libcuda.so.{self.driver.library_version})"
+                         " and it mounts none (written before the driver was installed?)")
         if self.vanished:
             shown = ", ".join(f"{p.path} ({p.what})" for p in self.vanished[:SHOWN_PATHS])
             more = len(self.vanished) - SHOWN_PATHS
@@ -173,6 +204,9 @@ class Staleness:
                          + ", ".join(self.mig_gone))
         if self.mig_new:
             found.append("the node has MIG device(s) it does not list: " + ", ".join(self.mig_new))
+        if self.uvm_missing:
+            found.append(f"{', '.join(self.uvm_missing)} (device node) missing: the nvidia-uvm "
+                         f"module is not loaded ({UVM_FIX} loads it and makes the nodes)")
         return found
 
 
@@ -219,7 +253,7 @@ def assess(node: Node, file: Path, spec: dict[str, Any],
            driver: NodeDriver | None = None, *, intent: dict[str, Any] | None = None
            ) -> Staleness:
     """Judge the decoded ``spec`` read from ``file`` against ``node``; ``intent`` is the spec's
-    intent record when one describes it (:func:`gpuready.cdi.refresh.recorded_intent`)."""
+    intent record when one describes it (:func:`gpuready.cdi.intent.recorded_intent`)."""
     driver = driver or node_driver(node)
     missing = [p for p in host_paths(spec) if not node.lexists(node.path(p.path))]
     if not driver.present:
@@ -227,8 +261,15 @@ def assess(node: Node, file: Path, spec: dict[str, Any],
             return Staleness(file, True, driver, vanished=missing,
                              driver_gone=str(intent["detected"]["source"]))
         return Staleness(file, False, driver, absent=len(missing))
+    if not driver.shows_devices:  # an offline image: no /dev to judge
+        missing = [p for p in missing if p.what != "device node"]
+    uvm = [p.path for p in missing if p.what == "device node" and UVM_DEVICE.fullmatch(p.path)]
+    missing = [p for p in missing if p.path not in uvm]
     found = Staleness(file, True, driver, vanished=missing,
-                      spec_version=spec_driver_version(spec))
+                      spec_version=spec_driver_version(spec), uvm_missing=uvm)
+    found.no_libraries = bool(driver.library_version) and not any(
+        m["hostPath"].rsplit("/", 1)[-1].startswith("libcuda.so")
+        for edits in _all_edits(spec) for m in edits["mounts"])
     _compare_gpus(node, spec, found)
     _compare_mig(node, spec, found)
     return found

@@ -13,8 +13,11 @@ Two units in ``/etc/systemd/system``:
   not watchable by inotify, so they are not watched.
 
 Both are written through the one safe writer and recorded, as whole files gpuready created, in
-the record beside the containerd config (:mod:`gpuready.containerd.record`), so
-``gpuready unconfigure`` removes them while they hold what gpuready wrote.
+a record of their own beside them (``gpuready-cdi-refresh.gpuready.json``, in the format of
+:mod:`gpuready.containerd.record`; systemd reads no ``.json`` file there), whatever the engine:
+nothing is written under ``/etc/containerd`` for them. ``gpuready unconfigure`` removes them, for
+every engine, while they hold what gpuready wrote (:func:`plan_removal`), with the links
+``systemctl enable`` made to them (``multi-user.target.wants/gpuready-cdi-refresh.*``).
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ from __future__ import annotations
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from gpuready.errors import UsageError
 from gpuready.node import FileKind, Node
-from gpuready.paths import CDI_SPEC, CONTAINERD_CONFIG
+from gpuready.paths import CDI_SPEC
 from gpuready.plan import Plan
 
 UNIT_DIR = PurePosixPath("/etc/systemd/system")
@@ -35,6 +39,9 @@ NAME = "gpuready-cdi-refresh"
 SERVICE = UNIT_DIR / f"{NAME}.service"
 PATH_UNIT = UNIT_DIR / f"{NAME}.path"
 MODULES_DEP = "/lib/modules/%v/modules.dep"
+# The record names this (no such file): its record is gpuready-cdi-refresh.gpuready.json.
+RECORD_OF = UNIT_DIR / NAME
+WANTS = UNIT_DIR / "multi-user.target.wants"
 _PLAIN_WORD = re.compile(r"[A-Za-z0-9_./:=,+@-]+")
 
 
@@ -79,8 +86,7 @@ def refresh_arguments(found: Any, node: Node) -> list[str]:
         words += ["--gpus", str(intent.gpus)]
     if intent.inventory:
         inventory = os.path.abspath(intent.inventory)
-        words += ["--inventory", str(node.node_path(inventory)) if not node.is_host
-                  and node.contains(inventory) else inventory]
+        words += ["--inventory", str(node.node_path(inventory))]
     if intent.strategies != generate.DEFAULT_STRATEGIES:
         for strategy in intent.strategies:
             words += ["--device-name-strategy", strategy]
@@ -147,14 +153,18 @@ def path_text(found: Any, node: Node) -> str:
     )
 
 
+def record_file(node: Node) -> Path:
+    """The host path of the units' record."""
+    from gpuready.containerd.record import record_path
+
+    return record_path(node.path(RECORD_OF))
+
+
 def plan_units(found: Any, node: Node) -> list[Plan]:
-    """The record's plan (first), then the ``.service`` and ``.path`` units' plans."""
-    from gpuready.containerd.record import (
-        load_record,
-        record_changes,
-        record_path,
-        render_record,
-    )
+    """The units' record's plan (first), then the ``.service`` and ``.path`` units' plans.
+
+    Raises :class:`InputError` when the record is there but not one gpuready can read."""
+    from gpuready.containerd.record import load_record, record_changes, render_record
 
     plans = []
     for unit, text in ((SERVICE, service_text(found, node)), (PATH_UNIT, path_text(found, node))):
@@ -163,24 +173,86 @@ def plan_units(found: Any, node: Node) -> list[Plan]:
         summary = "unit unchanged" if before == text else (
             "write the unit" if before is None else "rewrite the unit")
         plans.append(Plan(path, before, text, summary))
-    config = node.path(CONTAINERD_CONFIG)
-    path = record_path(config)
+    main = node.path(RECORD_OF)
+    path = record_file(node)
     before = node.read_text_or_none(path, kind=FileKind.NODE_FACT)
+    previous = load_record(main, node=node)
     if not any(plan.changes for plan in plans):
         return [Plan(path, before, before, "record unchanged"), *plans]
-    record = record_changes(load_record(config, node=node), plans, main=config,
-                            runtime_name="nvidia", whole={plan.path for plan in plans},
-                            node=node)
-    after = render_record(record, main=config, node=node)
+    record = record_changes(previous, plans, main=main, runtime_name="nvidia",
+                            whole={plan.path for plan in plans}, node=node)
+    after = render_record(record, main=main, node=node)
     return [Plan(path, before, after, "record the units for 'gpuready unconfigure'"), *plans]
 
 
-def write_units(plans: list[Plan], *, node: Node) -> list[Plan]:
-    """Write the record, then the units, as one change; return the plans written."""
-    from gpuready.changeset import apply_all, locked_all
+@dataclass(frozen=True)
+class Removal:
+    """What ``unconfigure`` does to the units: the files' plans (the record's last), the
+    ``systemctl enable`` links to remove once the units are gone, the folders to remove."""
 
-    with locked_all([plan.path for plan in plans], node=node):
-        return apply_all(plans, node=node, own=[plans[0].path])
+    plans: list[Plan]
+    links: list[Path]
+    folders: list[Path]
+
+
+def plan_removal(node: Node) -> Removal | None:
+    """Take back the units gpuready wrote, as their record says (None without a record): each
+    unit removed while it holds what gpuready wrote, left as it is once edited; a link in
+    ``multi-user.target.wants`` named after one and pointing at it goes with it.
+
+    Raises :class:`InputError` for a record gpuready cannot read."""
+    from gpuready.containerd.record import load_record
+    from gpuready.containerd.unconfigure import plan_file, recorded_folders
+
+    main = node.path(RECORD_OF)
+    record = load_record(main, node=node)
+    if record is None:
+        return None
+    plans: list[Plan] = []
+    links: list[Path] = []
+    for name, entry in record["files"].items():
+        path = Path(name)
+        if not is_unit(path):
+            continue
+        unit_plans = plan_file(path, entry, [], node=node)
+        plans += unit_plans
+        if unit_plans and unit_plans[0].after is None:  # removed, or already gone
+            link = enable_link(node, path)
+            if link is not None:
+                links.append(link)
+    path = record_file(node)
+    plans.append(Plan(path, node.read_text(path, kind=FileKind.NODE_FACT), None,
+                      "remove gpuready's record of the units"))
+    return Removal(plans, links, recorded_folders(record))
+
+
+def enable_link(node: Node, unit: Path) -> Path | None:
+    """The link ``systemctl enable`` made to ``unit`` (a host path of one of the two units) in
+    ``multi-user.target.wants``, when it is a link that points at that unit; else None."""
+    folder = node.path(WANTS)
+    link = folder / unit.name
+    if not node.is_link(link):
+        return None
+    try:
+        target = os.readlink(node.writable(folder) / unit.name)
+    except OSError:
+        return None
+    return link if target in link_targets(unit.name) else None
+
+
+def link_targets(name: str) -> tuple[str, str]:
+    """What a ``systemctl enable`` link to the unit ``name`` holds: its node path, or the
+    relative form."""
+    return (str(UNIT_DIR / name), f"../{name}")
+
+
+def remove_links(links: list[Path], *, node: Node) -> list[Path]:
+    """Remove the ``systemctl enable`` links (the caller holds the lock of their folder), each
+    only while it is still a link to gpuready's unit; return those removed."""
+    from gpuready.fsio import remove_own_link
+
+    return [link for link in links
+            if remove_own_link(node.writable(link.parent) / link.name, link_targets(link.name))]
 
 
 def enable_hint() -> str:

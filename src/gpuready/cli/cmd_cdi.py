@@ -61,12 +61,15 @@ no driver now) or its intent changed (an option given now that differs from the 
 or the inventory file's content). A fresh spec is not rewritten and keeps its mtime. The intent
 (--gpus, --inventory and its SHA-256, the name strategies, hooks, the driver root, what was
 detected) is the one 'cdi generate' recorded in <spec>.gpuready.intent; an option given here
-replaces it. Exit 1 when the spec stays stale after regenerating it from its intent.
+replaces it. Exit 1 when the spec stays stale after regenerating it from its intent. A spec
+no intent record describes (written by hand or by another tool, or edited since) is not
+rewritten: exit 2, unless --force. A missing /dev/nvidia-uvm alone is not a reason to
+regenerate: load the module (nvidia-modprobe -u -c=0).
 
 --install-units writes /etc/systemd/system/gpuready-cdi-refresh.service (runs this refresh at
 boot before containerd, Docker and CRI-O) and gpuready-cdi-refresh.path (runs it when
-/lib/modules/<kernel>/modules.dep or the driver's library folder changes), recorded for
-'gpuready unconfigure'. Enable them with systemctl.
+/lib/modules/<kernel>/modules.dep or the driver's library folder changes), recorded beside them
+for 'gpuready unconfigure' (any engine). Enable them with systemctl.
 
 examples:
   gpuready cdi refresh
@@ -174,6 +177,9 @@ def _register_refresh(actions) -> None:
                         help="node folder the driver files live under (default: as recorded, "
                         "else /)")
     _add_intent(parser, recorded=True)
+    parser.add_argument("--force", action="store_true",
+                        help="regenerate a spec no intent record of gpuready's describes "
+                        "(written by hand, by another tool, or edited since)")
     parser.add_argument("--install-units", action="store_true",
                         help="also write the systemd .path and .service units that run this "
                         "refresh when the driver changes and at boot")
@@ -262,16 +268,16 @@ def run_refresh(args: argparse.Namespace) -> int:
         args.root, output=args.output, gpus=args.gpus, inventory_path=args.inventory,
         strategies=tuple(args.device_name_strategy) if args.device_name_strategy else None,
         hooks=args.hooks, driver_root=args.driver_root,
-        use_nvml=False if args.no_nvml else None)
+        use_nvml=False if args.no_nvml else None, force=args.force)
     found = refresh.plan_refresh(request)
     node = Node(args.root)
+    # everything is planned before anything is written, and written as one change
     unit_plans = units.plan_units(found, node) if args.install_units else []
     written = []
     if not args.dry_run:
-        written = refresh.write_refresh(found, node=node)
-        if unit_plans:
-            written += units.write_units(unit_plans, node=node)
-    outcome = refresh.report(found, written, dry_run=args.dry_run, units=unit_plans)
+        written = refresh.write_refresh(found, node=node, units=unit_plans,
+                                        own=[units.record_file(node)] if unit_plans else [])
+    outcome = refresh.report(found, written, dry_run=args.dry_run, units=unit_plans, node=node)
     if args.format == "json":
         import json
 

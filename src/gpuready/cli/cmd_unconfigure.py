@@ -25,6 +25,9 @@ For Docker (--engine docker) the runtimes entry in daemon.json goes (and "runtim
 left empty, and a "default-runtime" naming it, which dockerd would refuse); for CRI-O its table
 in the drop-in. A file gpuready changed and nobody edited since gets its original bytes back;
 a daemon.json or drop-in gpuready created, left empty, is removed.
+
+For every engine, the systemd units 'gpuready cdi refresh --install-units' wrote go too, as their
+record beside them says, with the 'systemctl enable' links to them; a unit edited since stays.
 """
 
 EPILOG = """\
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if engine != "containerd":
         from gpuready.cli import engine_cli
 
-        return engine_cli.unconfigure(args, engine)
+        return unconfigure_units(args, engine_cli.unconfigure(args, engine))
     if args.reload:
         raise UsageError("--reload is for --engine docker: use --restart for containerd")
     node = daytwo.node_config(args)
@@ -88,10 +91,10 @@ def run(args: argparse.Namespace) -> int:
         raise MissingFileError(node.config, node.node.missing_reason(node.config, FileKind.CONFIG))
     if args.restart:
         runtimes = [s["name"] for s in (record or {}).get("settings", []) if s["kind"] == "runtime"]
-        return daytwo.transact(
+        return unconfigure_units(args, daytwo.transact(
             args, node, lambda: plan_unconfigure_node(node),
             expect_runtime=None, gone_runtime=runtimes[0] if runtimes else None,
-        )
+        ))
     from pathlib import Path
 
     paths = [node.config] + [Path(name) for name in (record or {}).get("files", {})]
@@ -107,4 +110,46 @@ def run(args: argparse.Namespace) -> int:
     daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
     if not plans and args.format != "json":
         print(report["summary"])
-    return 0
+    return unconfigure_units(args, 0)
+
+
+def unconfigure_units(args: argparse.Namespace, code: int) -> int:
+    """Once the engine's own step succeeded (``code`` 0), remove the systemd units
+    ``cdi refresh --install-units`` wrote, whatever the engine, as their record says
+    (:func:`gpuready.cdi.units.plan_removal`), and the ``systemctl enable`` links to them; one
+    edited since is left as it is. Each file's outcome is a line on standard output (on standard
+    error with ``--format json``, whose document is the engine's). Returns ``code``."""
+    import sys
+
+    from gpuready.cdi import units
+    from gpuready.changeset import apply_all, check, locked_all
+    from gpuready.containerd.unconfigure import remove_empty_folders
+    from gpuready.node import Node
+
+    if code != 0:
+        return code
+    node = Node(args.root)
+    record = units.record_file(node)
+    if not node.lexists(record):
+        return code
+    paths = [record, node.path(units.SERVICE), node.path(units.PATH_UNIT),
+             node.path(units.WANTS / units.SERVICE.name)]
+    with locked_all(paths, node=node):
+        removal = units.plan_removal(node)
+        if removal is None:
+            return code
+        check(removal.plans)
+        written = [] if args.dry_run else apply_all(removal.plans, node=node, own=[record])
+        links = removal.links if args.dry_run else units.remove_links(removal.links, node=node)
+    if any(plan.path == record for plan in written):
+        remove_empty_folders(removal.folders, node=node)
+    lines = [f"{plan.path}: {'would ' if args.dry_run and plan.changes else ''}{plan.summary}"
+             for plan in removal.plans if units.is_unit(plan.path)]
+    lines += [f"{link}: {'would remove' if args.dry_run else 'removed'} the 'systemctl enable' "
+              "link to gpuready's unit" for link in links]
+    if not args.dry_run:
+        lines.append(f"record of the units gpuready wrote: removed {record}")
+    out = sys.stderr if args.format == "json" else sys.stdout
+    for line in lines:
+        print(f"gpuready: {line}" if out is sys.stderr else line, file=out)
+    return code

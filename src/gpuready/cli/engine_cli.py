@@ -204,14 +204,18 @@ def _reload_address(args: argparse.Namespace, engine):
 
 
 def _reload(address, path: Path, node, written: list, backups: list[Path]) -> str:
-    """SIGHUP dockerd and check it took the file. A reload it refused puts back every file this
-    run wrote (the config byte for byte, gpuready's record, and the backup it made) under the
-    lock still held, and fails (exit 1) with dockerd's reason."""
+    """SIGHUP dockerd and check it took the file. A reload it refused (no reload event came)
+    puts back every file this run wrote (the config byte for byte, gpuready's record, and the
+    backup it made) under the lock still held, and fails (exit 1) with dockerd's reason. Once
+    the reload event came, the file is what dockerd loaded: nothing is put back, and a failure to
+    confirm what it loaded fails with the files kept (exit 3 when dockerd became unreachable,
+    else 1)."""
     from gpuready.engines.docker.config import load_daemon_config
-    from gpuready.engines.docker.live import ReloadError, reload
+    from gpuready.engines.docker.live import ReadBackError, ReloadError, await_reload, read_back
 
     try:
-        live, note = reload(address, load_daemon_config(path, node=node))
+        config = load_daemon_config(path, node=node)
+        pid = await_reload(address, config)
     except BaseException as error:  # refused, dockerd gone meanwhile, or Ctrl-C: undo the run
         from gpuready.changeset import put_back
 
@@ -221,6 +225,12 @@ def _reload(address, path: Path, node, written: list, backups: list[Path]) -> st
         undone = (f"{path} put back byte for byte, nothing left changed" if written else
                   "this run had written nothing")
         raise ReloadError(f"{error.message()}; {undone}") from None
+    try:
+        live, note = read_back(address, config, pid=pid)
+    except ReadBackError as error:
+        kept = (f"{path} kept as written, not put back: dockerd's reload event came" if written
+                else "this run had written nothing")
+        raise ReadBackError(f"{error.message()}; {kept}", error.exit_code) from None
     loaded = (f"dockerd {live.version} at {address.shown()} has runtimes "
               f"{', '.join(sorted(live.runtimes))} (default {live.default_runtime})")
     return f"{loaded}; note: {note}" if note else loaded

@@ -136,10 +136,17 @@ def _option_hint(parser: argparse.ArgumentParser, message: str) -> str:
     return "; " + "; ".join(hints) if hints else ""
 
 
+# Where --format names what the command writes, not its report: an error object there would
+# land in the output (``cdi generate --format json > /etc/cdi/nvidia.json``).
+OUTPUT_FORMATS = (("cdi", "generate"),)
+
+
 def _wants_json(argv: Sequence[str]) -> bool:
     """True when the command line asks for JSON output (``--format json``, ``--format=json``),
     read from the words themselves, since a usage error leaves no parsed arguments."""
     words = list(argv)
+    if tuple(words[:2]) in OUTPUT_FORMATS:
+        return False
     return "--format=json" in words or any(
         word == "--format" and following == "json" for word, following in zip(words, words[1:]))
 
@@ -182,7 +189,8 @@ def run(argv: Sequence[str] | None = None) -> int:
         return int(args.handler(args))
     except GpureadyError as error:
         _print_error(error.message(), error.exit_code,
-                     as_json=getattr(args, "format", None) == "json")
+                     as_json=getattr(args, "format", None) == "json"
+                     and tuple(argv[:2]) not in OUTPUT_FORMATS)
         return int(error.exit_code)
     except KeyboardInterrupt:
         print("gpuready: interrupted", file=sys.stderr)

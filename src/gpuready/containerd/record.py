@@ -225,11 +225,12 @@ def _entry_on_host(name: str, entry: dict[str, Any], form: int, *, node: Node
 
 def created_folders(path: Path, *, node: Node) -> list[Path]:
     """The folders, top down, that writing the file ``path`` (a host path) would create: those
-    above it that do not exist yet, strictly inside the root."""
+    above it that do not exist yet, strictly inside the root (looked up as gpuready writes:
+    links followed inside the root, not out of it)."""
     missing: list[Path] = []
     folder = Path(os.path.abspath(path)).parent
     while (folder != folder.parent and folder != node.root and node.contains(folder)
-           and not os.path.lexists(folder)):
+           and not node.lexists(folder)):
         missing.append(folder)
         folder = folder.parent
     return missing[::-1]

@@ -85,16 +85,22 @@ def recorded_folders(record: Mapping[str, Any]) -> list[Path]:
                                               reverse=True)]
 
 
-def remove_empty_folders(folders: Iterable[Path]) -> list[Path]:
+def remove_empty_folders(folders: Iterable[Path], *, node: Node) -> list[Path]:
     """Remove each of ``folders`` (deepest first) that is an empty folder now, not a link;
     return those removed. A folder that holds anything stays (``rmdir`` refuses it), and one
-    that cannot be removed is left as it is: the files' change is done either way."""
+    that cannot be removed is left as it is: the files' change is done either way.
+
+    Each is looked up as gpuready wrote into it, links followed inside the root: the operating
+    system would follow a link in a parent folder out of ``--root`` (an ``etc/containerd`` that
+    links to the host's), and a folder outside the root is never removed."""
     removed = []
     for folder in folders:
-        if os.path.islink(folder) or not os.path.isdir(folder):
+        real = node.writable(folder)
+        if (not node.is_host and not node.contains(real)) or os.path.islink(real) or (
+                not os.path.isdir(real)):
             continue
         with contextlib.suppress(OSError):
-            os.rmdir(folder)
+            os.rmdir(real)
             removed.append(folder)
     return removed
 

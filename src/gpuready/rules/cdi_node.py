@@ -17,6 +17,19 @@ _STORY = "_gpuready_cdi_story"  # the story, told once per NodeContext for every
 _STALENESS = "_gpuready_cdi_staleness"
 
 
+def no_specs(ctx: NodeContext) -> bool:
+    """True when neither the default CDI directories nor containerd's ``cdi_spec_dirs`` hold a
+    spec file: every rule here returns at once, and the CDI modules are not loaded."""
+    from gpuready.cdi.present import spec_files_exist
+
+    node = ctx.options.node
+    folders = list(ctx.cdi_dirs) or [node.path(d) for d in CDI_DIRS]
+    dirs = ctx.config.loaded.cri_table.get("cdi_spec_dirs") if ctx.config is not None else None
+    if isinstance(dirs, list):
+        folders += [node.path(d) for d in dirs if isinstance(d, str) and d.startswith("/")]
+    return not spec_files_exist(node, folders)
+
+
 def _reader(ctx: NodeContext):
     from gpuready.cdi.story import containerd_reader
 
@@ -47,7 +60,7 @@ def staleness(ctx: NodeContext) -> list[Any]:
     """:func:`gpuready.cdi.staleness.assess` of every NVIDIA spec a device is taken from."""
     found = getattr(ctx, _STALENESS, None)
     if found is None:
-        from gpuready.cdi.refresh import recorded_intent
+        from gpuready.cdi.intent import recorded_intent
         from gpuready.cdi.staleness import assess, node_driver, read_decoded
 
         node = ctx.options.node
@@ -62,6 +75,10 @@ def staleness(ctx: NodeContext) -> list[Any]:
     return found
 
 
+_UVM_FIX = ("load the nvidia-uvm module: nvidia-modprobe -u -c=0 (creates /dev/nvidia-uvm and "
+            "/dev/nvidia-uvm-tools; regenerating the spec would leave them out)")
+
+
 def _shown(names: list[str], limit: int = 6) -> str:
     from gpuready.cdi.report import natural_key
 
@@ -71,6 +88,8 @@ def _shown(names: list[str], limit: int = 6) -> str:
 
 
 def _regenerate_fix(ctx: NodeContext, file: Path, verdict: Any = None) -> str:
+    if verdict is not None and verdict.only_uvm:
+        return _UVM_FIX
     if verdict is not None and verdict.driver_gone:
         return (f"install the driver again and run gpuready cdi refresh, or remove {file} "
                 "while the node has no driver (gpuready cdi generate --gpus N plans it ahead)")
@@ -124,6 +143,8 @@ class CdiNotRead(Rule):
     scope = Scope.NODE
 
     def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        if no_specs(ctx):
+            return
         if ctx.config is None:
             return
         from gpuready.cdi.story import tell
@@ -198,6 +219,8 @@ class CdiSpecShadowed(Rule):
     scope = Scope.NODE
 
     def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        if no_specs(ctx):
+            return
         from gpuready.cdi.story import is_nvidia_kind
 
         told = story(ctx)
@@ -251,6 +274,8 @@ class CdiDeviceConflict(Rule):
     scope = Scope.NODE
 
     def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        if no_specs(ctx):
+            return
         for conflict in story(ctx).conflicts:
             first, *others = conflict.files
             yield plain_problem(
@@ -306,6 +331,8 @@ class CdiSpecStale(Rule):
     scope = Scope.NODE
 
     def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        if no_specs(ctx):
+            return
         for verdict in staleness(ctx):
             if verdict.stale:
                 yield plain_problem(
@@ -328,7 +355,7 @@ def engine_problems(node: Any, engine: str, *,
     """The CDI story's findings on a Docker or CRI-O node (``doctor --engine docker|crio``):
     whether the engine reads the NVIDIA specs (:func:`gpuready.cdi.story.engine_reader`), which
     are shadowed or in conflict in the directories it reads, and which are stale."""
-    from gpuready.cdi.refresh import recorded_intent
+    from gpuready.cdi.intent import recorded_intent
     from gpuready.cdi.staleness import assess, node_driver, read_decoded
     from gpuready.cdi.story import engine_reader, is_nvidia_kind, node_story
 
@@ -365,6 +392,7 @@ def engine_problems(node: Any, engine: str, *,
         if verdict and verdict.stale:
             found.append(plain_problem(
                 CdiSpecStale(), "stale CDI spec: " + "; ".join(verdict.reasons()),
-                file=str(spec.path), fix="gpuready cdi refresh (for /etc/cdi/nvidia.yaml), or "
-                "the tool that wrote it"))
+                file=str(spec.path), fix=_UVM_FIX if verdict.only_uvm else (
+                    "gpuready cdi refresh (for /etc/cdi/nvidia.yaml), or the tool that wrote "
+                    "it")))
     return found

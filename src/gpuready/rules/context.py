@@ -253,10 +253,30 @@ class NodeContext:
     def cdi_scan(self):
         """The CDI specs and devices a runtime would load from ``cdi_dirs`` (read once)."""
         if self._cdi_scan is None:
-            from gpuready.cdi.validate import scan
+            from gpuready.cdi.present import spec_files_exist
 
-            self._cdi_scan = scan(self.cdi_dirs, missing_ok=True, node=self.options.node)
+            if not spec_files_exist(self.options.node, self.cdi_dirs):
+                self._cdi_scan = NoSpecs()  # nothing to read: the spec reader is not loaded
+            else:
+                from gpuready.cdi.validate import scan
+
+                self._cdi_scan = scan(self.cdi_dirs, missing_ok=True, node=self.options.node)
         return self._cdi_scan
+
+
+@dataclass
+class NoSpecs:
+    """The scan of CDI directories that hold no spec file (as :class:`gpuready.cdi.validate.Scan`
+    reads, without loading it)."""
+
+    specs: list[Any] = field(default_factory=list)
+    devices: dict[str, Any] = field(default_factory=dict)
+    unreadable: list[Any] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[Any]:
+        """No file, no problem."""
+        return []
 
 
 def plain_problem(

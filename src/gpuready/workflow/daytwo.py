@@ -137,7 +137,7 @@ def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
     written = apply_all(journal_order(plans), node=node.node,
                         own=[plan.path for plan in plans if is_record(plan)])
     if folders and any(is_record(plan) and plan.after is None for plan in written):
-        remove_empty_folders(folders)
+        remove_empty_folders(folders, node=node.node)
     return [plan for plan in plans if plan in written]
 
 

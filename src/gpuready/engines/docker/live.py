@@ -34,10 +34,23 @@ if TYPE_CHECKING:
 # The event a reload dockerd accepted leaves on its event stream, and the line it logs first.
 RELOAD_EVENTS = {"type": ["daemon"], "event": ["reload"]}
 RELOAD_LOGGED = "Got signal to reload configuration"
-REFUSAL_GRACE_S = 0.5  # after an error line in the log, how long the event may still come
+# How dockerd's own reload code (20.10 and later) begins the error it logs for a reload it did not
+# take: reading, checking or applying the file. Any other error line is not about the reload (a
+# busy daemon logs many). 20.10 logs the error as the message; later releases log "Error
+# reloading configuration" or "Error reconfiguring the daemon" with the cause in an error field.
+RELOAD_FAILURES = (
+    "unable to configure the Docker daemon with file",
+    "file configuration validation failed",
+    "conflict labels for",
+    "Error reloading configuration",
+    "Error reconfiguring the daemon",
+    "Error validating authorization plugin",  # fatal: dockerd exits
+)
+REFUSAL_GRACE_S = 0.5  # after a refusal in the log, how long the event may still come
 MAX_LOG_BYTES = 1024 * 1024
 JOURNAL_EVERY_S = 0.5  # the journal is asked at most this often while a reload is awaited
-_LOGFMT_ERROR = re.compile(r'level=(?:error|fatal) msg="((?:[^"\\]|\\.)*)"')
+# One key=value field of a logfmt line (logrus's text format): a quoted value or a bare one.
+_LOGFMT_FIELD = re.compile(r'([A-Za-z0-9_.-]+)=("(?:[^"\\]|\\.)*"|[^\s"]*)')
 PROBE_REPO = "gpuready-probe"
 PROBE_TAG = "busybox"
 RELOAD_TIMEOUT_S = 10.0
@@ -138,27 +151,50 @@ def live_state(address: str | DockerAddress, *, timeout: float = 10.0) -> LiveDo
 
 
 class ReloadError(GpureadyError):
-    """dockerd refused the reload (or reloaded without the file's runtimes): a failure with the
-    daemon's reason, after which ``configure``/``unconfigure`` put every file back (exit 1)."""
+    """dockerd refused the reload (no reload event came): a failure with the daemon's reason,
+    after which ``configure``/``unconfigure`` put every file back (exit 1)."""
 
     exit_code = ExitCode.CHECK_FAILED
 
 
+class ReadBackError(GpureadyError):
+    """dockerd accepted the reload (its reload event came), but what it loaded could not be
+    confirmed: ``/info`` failed, or shows runtimes other than the file's. The file is what
+    dockerd took, so nothing is put back; exit 3 when dockerd became unreachable, else 1."""
+
+    def __init__(self, message: str, exit_code: ExitCode = ExitCode.CHECK_FAILED) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 def reload(address: str | DockerAddress, config: DaemonConfig, *,
            timeout: float = RELOAD_TIMEOUT_S) -> tuple[LiveDocker, str | None]:
-    """SIGHUP the dockerd on ``address``, and tell whether it took the file.
+    """SIGHUP the dockerd on ``address``, and tell whether it took the file:
+    :func:`await_reload`, then :func:`read_back`.
+
+    Returns what dockerd loaded, and a note when it keeps runtimes the file no longer has.
+    Raises :class:`ReloadError` (exit 1) when dockerd refused the file, and
+    :class:`ReadBackError` when it took it but what it loaded cannot be confirmed.
+    """
+    pid = await_reload(address, config, timeout=timeout)
+    return read_back(address, config, pid=pid)
+
+
+def await_reload(address: str | DockerAddress, config: DaemonConfig, *,
+                 timeout: float = RELOAD_TIMEOUT_S) -> int:
+    """SIGHUP the dockerd on ``address`` and wait until it accepted the reload; its pid.
 
     dockerd answers a SIGHUP only in its log, so gpuready asks its Engine API instead: a reload
     dockerd accepts ends with a ``reload`` event on its event stream (dockerd emits that event
     only when the reload returned no error), and a refused one (an unknown key, a runtime named
     ``runc``, a key given both as a flag and in the file) has none. gpuready waits for that
-    event, which holds for every cause of a refusal, including those it cannot foresee; a
-    refused reload is also seen in the daemon's log where that can be read (a log file, or the
-    journal), which ends the wait early and gives dockerd's reason. After the event, ``/info``
-    must show the file's runtimes (else dockerd reads another file).
+    event, which holds for every cause of a refusal, including those it cannot foresee. Where
+    the daemon's log can be read (a log file, or the journal), one of dockerd's own reload-failure
+    messages ends the wait early and gives dockerd's reason; other error lines are ignored. The
+    event stream is asked once more before a refusal is declared: once the event was seen, the
+    reload is never called refused.
 
-    Returns what dockerd loaded, and a note when it keeps runtimes the file no longer has.
-    Raises :class:`ReloadError` (exit 1) when dockerd refused the file or did not load it.
+    Raises :class:`ReloadError` (exit 1) when no reload event came.
     """
     api = DockerApi(address)
     shown = api.address
@@ -168,28 +204,55 @@ def reload(address: str | DockerAddress, config: DaemonConfig, *,
     os.kill(pid, signal.SIGHUP)
     deadline = time.monotonic() + timeout
     refused_at = None
-    while not api.events(since_ns=since, until_ns=time.time_ns(), filters=RELOAD_EVENTS):
+
+    def accepted() -> bool:
+        return bool(api.events(since_ns=since, until_ns=time.time_ns(), filters=RELOAD_EVENTS))
+
+    while not accepted():
         reason = log.refusal()
         now = time.monotonic()
         if reason is not None and refused_at is None:
-            refused_at = now  # an error line after the signal: give the event a moment still
+            refused_at = now  # dockerd's refusal in its log: give the event a moment still
         if now > deadline or (refused_at is not None and now - refused_at > REFUSAL_GRACE_S):
+            if accepted():  # the event came after all: the reload was taken
+                return pid
             because = reason or (f"no reload event within {timeout:g}s (dockerd says why "
                                  "only in its log: journalctl -u docker)")
             raise ReloadError(f"dockerd (pid {pid}) at {shown} refused to reload "
                               f"{config.path}: {because}")
         time.sleep(0.05)
+    return pid
+
+
+def read_back(address: str | DockerAddress, config: DaemonConfig, *,
+              pid: int) -> tuple[LiveDocker, str | None]:
+    """After the reload event: ``/info`` must show the file's runtimes (else dockerd reads
+    another file). What dockerd loaded, and a note when it keeps runtimes the file no longer has.
+
+    Raises :class:`ReadBackError`: exit 3 when dockerd no longer answers, else 1.
+    """
+    api = DockerApi(address)
+    shown = api.address
     wanted = {name: value.get("path") for name, value in config.runtimes().items()
               if isinstance(value, dict)}
     deadline = time.monotonic() + 1.0  # the event follows the reload; /info has it by then
     while True:
-        live = LiveDocker.from_info(api.info())
+        try:
+            live = LiveDocker.from_info(api.info())
+        except (GpureadyError, ValueError, OSError) as error:
+            why = error.message() if isinstance(error, GpureadyError) else str(error)
+            code = (ExitCode.UNREACHABLE if isinstance(error, RuntimeUnreachableError)
+                    else ExitCode.CHECK_FAILED)
+            raise ReadBackError(
+                f"dockerd (pid {pid}) at {shown} accepted the reload of {config.path} (its reload "
+                f"event came), but what it loaded cannot be read: /info failed: {why}",
+                code) from None
         loaded = {name: live.runtimes.get(name, {}).get("path") for name in wanted}
         stale = _stale_runtimes(live, config)
         if loaded == wanted and (not stale or "runtimes" not in config.data):
             return live, _stale_note(stale)
         if time.monotonic() > deadline:
-            raise ReloadError(
+            raise ReadBackError(
                 f"dockerd (pid {pid}) at {shown} reloaded, but not {config.path}: it has runtimes "
                 f"{', '.join(sorted(live.runtimes)) or 'none'}, so it reads another file "
                 "(its --config-file)")
@@ -260,37 +323,56 @@ class DaemonLog:
 
     def refusal(self) -> str | None:
         """dockerd's reason for refusing the reload, once it logged one after the signal."""
-        text = self.text()
-        start = text.find(RELOAD_LOGGED)
-        if start < 0:
-            return None
-        for line in text[start:].splitlines()[1:]:
-            message = _error_message_of(line)
-            if message is not None:
-                return message
+        return reload_refusal(self.text())
+
+
+def reload_refusal(text: str) -> str | None:
+    """dockerd's reason for refusing a reload, from its log ``text``: the first of its own
+    reload-failure messages (:data:`RELOAD_FAILURES`) logged after "Got signal to reload
+    configuration", with the cause when it is logged apart; else None. Other error lines (a
+    busy daemon logs many, unrelated to the reload) are not a refusal."""
+    start = text.find(RELOAD_LOGGED)
+    if start < 0:
         return None
+    for line in text[start:].splitlines()[1:]:
+        entry = _error_entry(line)
+        if entry is None:
+            continue
+        message, cause = entry
+        if message.startswith(RELOAD_FAILURES):
+            return f"{message}: {cause}" if cause and cause not in message else message
+    return None
 
 
-def _error_message_of(line: str) -> str | None:
-    """The message of an error line of dockerd's log (logfmt, as dockerd writes it, or JSON),
-    else None."""
+def _error_entry(line: str) -> tuple[str, str | None] | None:
+    """The message and the ``error`` field of an error (or fatal) line of dockerd's log
+    (logfmt, as dockerd writes it, or JSON), else None."""
     if line.startswith("{"):
         try:
             entry = json.loads(line)
         except ValueError:
             return None
-        if isinstance(entry, dict) and entry.get("level") in ("error", "fatal"):
-            return str(entry.get("msg", "")).strip() or None
-        return None
-    match = _LOGFMT_ERROR.search(line)
-    if match is None:
-        return None
-    quoted = match.group(1)  # quoted as Go's %q does: JSON's escapes, and a few more
+        if not isinstance(entry, dict) or entry.get("level") not in ("error", "fatal"):
+            return None
+        fields = {key: str(value) for key, value in entry.items() if value is not None}
+    else:
+        fields = {key: _logfmt_value(value) for key, value in _LOGFMT_FIELD.findall(line)}
+        if fields.get("level") not in ("error", "fatal"):
+            return None
+    message = " ".join(fields.get("msg", "").split())
+    cause = " ".join(fields.get("error", "").split()) or None
+    return (message, cause) if message else None
+
+
+def _logfmt_value(value: str) -> str:
+    """A logfmt value as written: bare, or quoted as Go's %q does (JSON's escapes, and a few
+    more)."""
+    if not value.startswith('"'):
+        return value
     try:
-        message = json.loads(f'"{quoted}"')
+        return str(json.loads(value))
     except ValueError:
-        message = quoted.replace('\\"', '"').replace("\\n", " ")
-    return " ".join(message.split()) or None
+        return value[1:-1].replace('\\"', '"').replace("\\n", " ")
 
 
 def _stale_runtimes(live: LiveDocker, config: DaemonConfig) -> list[str]:
