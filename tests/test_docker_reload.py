@@ -172,6 +172,7 @@ def test_a_key_dockerd_refuses_is_refused_before_a_byte_is_written(dockerd: Dock
     assert dockerd.reloads() == reloads  # no SIGHUP was sent
 
 
+@pytest.mark.slow  # waits out the whole reload timeout (10 s): --slow runs it
 def test_a_refusal_is_seen_without_the_daemon_log(quiet_dockerd: Dockerd) -> None:
     """With dockerd's output gone, only the Engine API tells: a reload it accepted leaves a
     reload event, a refused one none."""

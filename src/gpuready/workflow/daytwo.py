@@ -133,11 +133,27 @@ def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
     SIGKILL) leaves a record from which the next ``configure`` or ``unconfigure`` completes.
     Written last, a kill after the config would lose it, and with it ``unconfigure``.
     """
+    own = [plan.path for plan in plans if is_record(plan)]
     folders = folders_to_remove(plans, node=node)
-    written = apply_all(journal_order(plans), node=node.node,
-                        own=[plan.path for plan in plans if is_record(plan)])
-    if folders and any(is_record(plan) and plan.after is None for plan in written):
-        remove_empty_folders(folders, node=node.node)
+    if not folders:
+        written = apply_all(journal_order(plans), node=node.node, own=own)
+        return [plan for plan in plans if plan in written]
+    # unconfigure of files in folders gpuready created: the files, then the empty folders, then
+    # the record naming them (and last the folder that held only the record), so that a run
+    # killed in between leaves the record the next run completes from, folders included
+    from dataclasses import replace
+
+    from gpuready.changeset import check
+
+    check(plans)  # the gate judges the whole change, before any part of it is written
+    removals = [plan for plan in plans if is_record(plan) and plan.after is None]
+    written = apply_all(journal_order([p for p in plans if p not in removals]), node=node.node,
+                        own=own)
+    remove_empty_folders(folders, node=node.node)
+    checked = [replace(plan, guard=None) for plan in removals]  # judged with the rest above
+    written += [plan for plan, done in zip(removals, checked)
+                if done in apply_all(checked, node=node.node, own=own)]
+    remove_empty_folders(folders, node=node.node)  # the record's own folder, now empty
     return [plan for plan in plans if plan in written]
 
 
