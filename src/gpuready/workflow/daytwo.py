@@ -145,14 +145,13 @@ def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
 
     from gpuready.changeset import check
 
-    check(plans)  # the gate judges the whole change, before any part of it is written
-    removals = [plan for plan in plans if is_record(plan) and plan.after is None]
-    written = apply_all(journal_order([p for p in plans if p not in removals]), node=node.node,
-                        own=own)
+    check(plans)  # the gate judges the whole change once, before any part of it is written
+    unguarded = [replace(plan, guard=None) for plan in plans]  # so no half is judged again
+    removals = [plan for plan in unguarded if is_record(plan) and plan.after is None]
+    written = apply_all(journal_order([p for p in unguarded if p not in removals]),
+                        node=node.node, own=own)
     remove_empty_folders(folders, node=node.node)
-    checked = [replace(plan, guard=None) for plan in removals]  # judged with the rest above
-    written += [plan for plan, done in zip(removals, checked)
-                if done in apply_all(checked, node=node.node, own=own)]
+    written += apply_all(removals, node=node.node, own=own)
     remove_empty_folders(folders, node=node.node)  # the record's own folder, now empty
     return [plan for plan in plans if plan in written]
 
