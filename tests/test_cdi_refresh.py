@@ -418,3 +418,33 @@ def test_a_missing_uvm_node_is_not_regenerated_away(tmp_path):
     assert code == 0, err
     assert "nvidia-modprobe -u -c=0" in err
     assert state(tmp_path) == before
+
+
+def test_setup_completes_the_intent_a_killed_run_left_unwritten(tmp_path):
+    """A setup killed between the spec and its record: the next run writes the record for the
+    spec it would have generated, removes the dead run's temporary, and unconfigure still takes
+    both back. A spec someone else wrote is kept with no record made up for it."""
+    root = tmp_path / "node"
+    argv = ("setup", "--root", str(root), "--containerd-version", "1.7", "--gpus", "2")
+    code, _, err = cli(*argv)
+    assert code == 0, err
+    record = (root / INTENT).read_bytes()
+    (root / INTENT).unlink()
+    temporary = root / "etc/cdi/.nvidia.yaml.gpuready.intent.abcd1234.tmp"
+    temporary.write_bytes(record[:40])
+    code, _, err = cli(*argv)
+    assert code == 0, err
+    assert (root / INTENT).read_bytes() == record
+    assert not temporary.exists()
+    code, _, err = cli("unconfigure", "--root", str(root))
+    assert code == 0, err
+    assert not (root / INTENT).exists() and not (root / SPEC).exists()
+
+    other = tmp_path / "other"
+    (other / "etc/cdi").mkdir(parents=True)
+    (other / SPEC).write_text("cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+                              "- name: all\n  containerEdits:\n    deviceNodes:\n"
+                              "    - path: /dev/nvidia0\n")
+    code, _, err = cli("setup", "--root", str(other), "--containerd-version", "1.7", "--gpus", "2")
+    assert code == 0, err
+    assert not (other / INTENT).exists()

@@ -360,6 +360,7 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
     """Step 6: keep an existing CDI spec (checked) or generate one; record its top-level keys."""
     if staging.exists(files.cdi_spec):
         outcome = "kept existing spec"
+        complete_interrupted_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
     else:
         stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
         outcome = "would be generated" if staging.preview else "generated"
@@ -408,3 +409,17 @@ def stage_new_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> None:
     text, intent = setup_spec(node, spec, gpus=gpus)
     staging.write(spec, text, "CDI spec")
     staging.write(intent_path(spec), intent, "CDI spec's intent")
+
+
+def complete_interrupted_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> None:
+    """Write the intent record a killed ``setup`` left unwritten: the spec exists, no record
+    does, and the spec holds exactly the text this run would generate, so it is setup's own.
+    Any other spec without a record (written by hand or by another tool) is left as it is."""
+    from gpuready.cdi.refresh import intent_path, setup_spec
+
+    record = intent_path(spec)
+    if staging.exists(record):
+        return
+    text, intent = setup_spec(node, spec, gpus=gpus)
+    if staging.read(spec) == text:
+        staging.write(record, intent, "CDI spec's intent")
