@@ -41,7 +41,8 @@ EXTRA_BASES = {
     NODE_DEFAULT: "base: `containerd config default` on the node",
     SHIPPED: "base: gpuready's built-in base (config version 2)",
 }
-CDI_PATTERNS = "*.yaml,*.json"
+# the specs, and the intent records gpuready keeps beside its own (what a refresh regenerates from)
+CDI_PATTERNS = "*.yaml,*.json,*.gpuready.intent"
 BINARY_KEYS = ("BinaryName", "runtime_path")
 MAX_IMPORTED_FILES = 64
 
@@ -160,8 +161,12 @@ class Mirror:
                 target.touch()
 
     def take_setup_inputs(self, toolkit_dir: PurePosixPath) -> None:
-        """Everything setup reads: config, the air-gap base, the CDI spec, the toolkit's files."""
-        paths = [str(path) for path in (CONTAINERD_CONFIG, FIXTURE_BASE, CDI_SPEC)]
+        """Everything setup reads: config, the air-gap base, the CDI spec and its intent record,
+        the toolkit's files."""
+        from gpuready.cdi.intent import intent_path
+
+        paths = [str(path) for path in (CONTAINERD_CONFIG, FIXTURE_BASE, CDI_SPEC,
+                                        intent_path(CDI_SPEC))]
         self.take_many(paths + [str(toolkit_dir / name) for name in TOOLKIT_FILES])
 
     def base_for_setup(self) -> Path | None:
