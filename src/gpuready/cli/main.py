@@ -63,8 +63,10 @@ class Parser(argparse.ArgumentParser):
 def build_parser(only: str | None = EVERY_COMMAND, *, for_help: bool = True
                  ) -> argparse.ArgumentParser:
     """The top-level parser: command ``only`` in full (every command with ``EVERY_COMMAND``,
-    the default), the others as their name and summary, which is all ``--help`` and argparse's
-    "invalid choice" message need. Only the modules of the commands built in full are imported.
+    the default). Without a command (``only`` None) the others are their name and summary, which
+    is all ``--help`` and argparse's "invalid choice" message need; with one, the others are left
+    out, since the command line already named its command. Only the modules of the commands
+    built in full are imported.
 
     ``for_help``: end every epilog with the exit-code table (a run that prints no help leaves it
     out, and with it the wrapping of the table's lines).
@@ -87,7 +89,7 @@ def build_parser(only: str | None = EVERY_COMMAND, *, for_help: bool = True
             importlib.import_module(command.module).register(subparsers)
             if table:
                 _add_exit_codes(subparsers.choices[command.name], table)
-        else:
+        elif only is None:
             subparsers.add_parser(command.name, help=command.summary)
     return parser
 

@@ -27,9 +27,8 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready.containerd.facts import sets_nothing
 from gpuready.containerd.lines import NodeLine
@@ -51,7 +50,6 @@ NO_RUNTIME_ERROR = ("invalid plugin config: no corresponding runtime configured 
                     "`containerd.runtimes` for `containerd` `default_runtime_name = \"{name}\"`")
 
 
-@dataclass
 class Loaded:
     """What a containerd line builds from a node's files, and whether its CRI plugin loads.
 
@@ -65,15 +63,22 @@ class Loaded:
     (:func:`decode_over_defaults`).
     """
 
-    line: NodeLine
-    data: dict[str, Any]
-    files: list[Path] = field(default_factory=list)
-    missing_imports: list[str] = field(default_factory=list)
-    refused: str | None = None
-    import_missing: str | None = None
-    unread: str | None = None
-    cri_error: str | None = None
-    notes: list[str] = field(default_factory=list)
+    def __init__(self, line: NodeLine, data: dict[str, Any], *,
+                 files: list[Path] | None = None) -> None:
+        self.line = line
+        self.data = data
+        self.files = files or []
+        self.missing_imports: list[str] = []
+        self.refused: str | None = None
+        self.import_missing: str | None = None
+        self.unread: str | None = None
+        self.cri_error: str | None = None
+        self.notes: list[str] = []
+
+    def __repr__(self) -> str:
+        return (f"Loaded(line={self.line.line!r}, refused={self.refused!r}, "
+                f"import_missing={self.import_missing!r}, unread={self.unread!r}, "
+                f"cri_error={self.cri_error!r})")
 
     @property
     def cri_path(self) -> KeyPath:
@@ -182,8 +187,7 @@ def load_node(
     return loaded
 
 
-@dataclass
-class _Parsed:
+class _Parsed(NamedTuple):
     """The two things :func:`gpuready.rules.imports.merge` reads of a file."""
 
     path: Path

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from gpuready import sametext
 from gpuready.compat import tomllib
@@ -32,12 +31,25 @@ _SEEN_ONCE: set[int] = set()
 _SEEN_ONCE_LIMIT = 65536
 
 
-@dataclass(frozen=True)
 class Options:
-    """What the user asked to check against."""
+    """What the user asked to check against: the runtime's name and the node's root. Equal
+    options compare and hash equal; they are not changed once made."""
 
-    runtime_name: str = "nvidia"
-    root: Path = Path("/")
+    def __init__(self, runtime_name: str = "nvidia", root: Path = Path("/")) -> None:
+        self.runtime_name = runtime_name
+        self.root = root
+
+    def _key(self) -> tuple[str, Path]:
+        return (self.runtime_name, self.root)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Options) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Options(runtime_name={self.runtime_name!r}, root={self.root!r})"
 
     @functools.cached_property
     def node(self) -> Node:
@@ -169,7 +181,6 @@ class FileContext:
         )
 
 
-@dataclass
 class ConfigContext:
     """The configuration containerd uses: one file's data, or the main file and its imports merged.
 
@@ -177,16 +188,20 @@ class ConfigContext:
     that sets it, since that is the one whose value wins.
     """
 
-    data: dict[str, Any]
-    spec: ConfigVersion
-    semantics: Semantics
-    options: Options
-    files: list[FileContext]
-    kubelet_cgroup_driver: str | None = None
-    kubelet_file: str | None = None
-    # whether systemd runs (gpuready.init_system.SystemdFact); None: the node is not judged
-    # (lint FILE checks a file, not a node)
-    systemd: Any = None
+    def __init__(self, data: dict[str, Any], spec: ConfigVersion, semantics: Semantics,
+                 options: Options, files: list[FileContext], *,
+                 kubelet_cgroup_driver: str | None = None, kubelet_file: str | None = None,
+                 systemd: Any = None) -> None:
+        self.data = data
+        self.spec = spec
+        self.semantics = semantics
+        self.options = options
+        self.files = files
+        self.kubelet_cgroup_driver = kubelet_cgroup_driver
+        self.kubelet_file = kubelet_file
+        # whether systemd runs (gpuready.init_system.SystemdFact); None: the node is not judged
+        # (lint FILE checks a file, not a node)
+        self.systemd = systemd
 
     @property
     def main(self) -> FileContext:
@@ -221,8 +236,7 @@ class ConfigContext:
                      line)
 
 
-@dataclass
-class RuntimeClassDocument:
+class RuntimeClassDocument(NamedTuple):
     """One RuntimeClass as read, with the text of its file (to find the ``handler:`` line)."""
 
     name: object
@@ -232,19 +246,24 @@ class RuntimeClassDocument:
     text: str
 
 
-@dataclass
 class NodeContext:
     """Everything ``doctor`` gathered from a node besides the merged config."""
 
-    options: Options
-    config: ConfigContext | None
-    files: list[FileContext]
-    missing_imports: list[tuple[FileContext, str]] = field(default_factory=list)
-    replaced_tables: list[tuple[FileContext, str, list[str]]] = field(default_factory=list)
-    runtime_classes: list[RuntimeClassDocument] = field(default_factory=list)
-    cdi_dirs: list[Path] = field(default_factory=list)
-    ownership: Any = None  # gpuready.owners.state.OwnerState: who owns containerd here
-    _cdi_scan: Any = None
+    def __init__(self, options: Options, config: ConfigContext | None,
+                 files: list[FileContext], *,
+                 missing_imports: list[tuple[FileContext, str]] | None = None,
+                 replaced_tables: list[tuple[FileContext, str, list[str]]] | None = None,
+                 runtime_classes: list[RuntimeClassDocument] | None = None,
+                 cdi_dirs: list[Path] | None = None, ownership: Any = None) -> None:
+        self.options = options
+        self.config = config
+        self.files = files
+        self.missing_imports = missing_imports or []
+        self.replaced_tables = replaced_tables or []
+        self.runtime_classes = runtime_classes or []
+        self.cdi_dirs = cdi_dirs or []
+        self.ownership = ownership  # gpuready.owners.state.OwnerState: who owns containerd here
+        self._cdi_scan: Any = None
 
     def display(self, path: Path) -> str:
         """How a node path is shown in problems."""
@@ -264,14 +283,14 @@ class NodeContext:
         return self._cdi_scan
 
 
-@dataclass
 class NoSpecs:
     """The scan of CDI directories that hold no spec file (as :class:`gpuready.cdi.validate.Scan`
     reads, without loading it)."""
 
-    specs: list[Any] = field(default_factory=list)
-    devices: dict[str, Any] = field(default_factory=dict)
-    unreadable: list[Any] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.specs: list[Any] = []
+        self.devices: dict[str, Any] = {}
+        self.unreadable: list[Any] = []
 
     @property
     def problems(self) -> list[Any]:
