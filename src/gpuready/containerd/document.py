@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gpuready.compat import tomllib
-from gpuready.containerd.hints import hint_for
 from gpuready.errors import InputError
 from gpuready.node import HOST, FileKind, Node
 from gpuready.textfile import restyle, without_bom
@@ -259,6 +258,8 @@ def toml_error(message: str, text: str, path: Path | str) -> InputError:
     else:
         return InputError(path, f"invalid TOML: {message}")
     lines = text.splitlines()
+    from gpuready.containerd.hints import hint_for  # a syntax error's hints: only then
+
     hint = hint_for(lines[line - 1]) if 0 < line <= len(lines) else None
     reason += f"; hint: {hint}" if hint else ""
     return InputError(path, f"invalid TOML: {reason}", line=line, column=column)

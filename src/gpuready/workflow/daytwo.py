@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from gpuready.changeset import apply_all
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
 from gpuready.containerd.document import load_config
-from gpuready.containerd.dropin import DropIn, plan_drop_in
 from gpuready.containerd.gate import Guard, Intent
 from gpuready.containerd.lines import NodeLine
 from gpuready.containerd.record import (
@@ -26,14 +25,12 @@ from gpuready.containerd.record import (
     record_path,
     render_record,
 )
-from gpuready.containerd.unconfigure import (
-    plan_unconfigure,
-    recorded_folders,
-    remove_empty_folders,
-)
 from gpuready.fsio import BACKUP_SUFFIX
 from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
+
+if TYPE_CHECKING:  # drop-ins and unconfigure are imported by the runs that use them
+    from gpuready.containerd.dropin import DropIn
 
 
 class NodeConfig(NamedTuple):
@@ -59,6 +56,8 @@ def plan_configure_node(
     if drop_in is None:
         plans = [plan_configure(main, request)]
     else:
+        from gpuready.containerd.dropin import plan_drop_in
+
         plans = plan_drop_in(main, drop_in, request, root=node.root, major=node.major)
     guard = configure_guard(node, request)
     if guard is not None:
@@ -113,6 +112,8 @@ def plan_unconfigure_node(node: NodeConfig) -> list[Plan]:
 
     The gate lets the runtimes the record names go, and nothing else: an operator who made
     ``nvidia`` the default by hand is not left with a default that names no runtime."""
+    from gpuready.containerd.unconfigure import plan_unconfigure
+
     plans = plan_unconfigure(node.config, node=node.node)
     if node.line is None or not plans or not node.node.is_file(node.config):
         return plans
@@ -144,6 +145,7 @@ def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
     from dataclasses import replace
 
     from gpuready.changeset import check
+    from gpuready.containerd.unconfigure import remove_empty_folders
 
     check(plans)  # the gate judges the whole change once, before any part of it is written
     unguarded = [replace(plan, guard=None) for plan in plans]  # so no half is judged again
@@ -161,6 +163,8 @@ def folders_to_remove(plans: list[Plan], *, node: NodeConfig) -> list[Path]:
     record, which the plans remove, names (none when no plan removes the record)."""
     if not any(is_record(plan) and plan.changes and plan.after is None for plan in plans):
         return []
+    from gpuready.containerd.unconfigure import recorded_folders
+
     record = load_record(node.config, node=node.node)
     return recorded_folders(record) if record else []
 
