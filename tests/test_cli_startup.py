@@ -88,6 +88,8 @@ def test_the_read_path_loads_no_editor_no_diff_no_grpc(tmp_path) -> None:
         assert loaded == "", (command, loaded)
 
 
+# The standard library's costly modules a light command does without (dataclasses brings inspect).
+WATCHED = ("dataclasses",)
 LOADED_BY = """
 import sys
 sys.path.insert(0, {src!r})
@@ -96,13 +98,15 @@ try:
     code = run({argv!r})
 except SystemExit as stop:  # --help
     code = stop.code
-print(code, ",".join(sorted(m for m in sys.modules if m.startswith("gpuready"))), file=sys.stderr)
+print(code, ",".join(sorted(m for m in sys.modules
+                            if m.startswith("gpuready") or m in {watched!r})), file=sys.stderr)
 """
 
 
 def modules_loaded_by(*argv: str) -> set[str]:
-    """The gpuready modules a run of ``gpuready ARGV`` imports (in a fresh interpreter)."""
-    script = LOADED_BY.format(src=str(REPO / "src"), argv=list(argv))
+    """The gpuready modules (and the ``WATCHED`` ones) a run of ``gpuready ARGV`` imports, in a
+    fresh interpreter."""
+    script = LOADED_BY.format(src=str(REPO / "src"), argv=list(argv), watched=WATCHED)
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     code, _, loaded = result.stderr.strip().splitlines()[-1].partition(" ")
     assert code in ("0", "1"), result.stderr
@@ -131,7 +135,24 @@ def test_linting_a_containerd_file_imports_no_other_engine_and_no_node_rule(tmp_
     for unwanted in ("gpuready.engines.docker.rules", "gpuready.engines.crio.rules",
                      "gpuready.rules.node", "gpuready.rules.ownership",
                      "gpuready.rules.transaction", "gpuready.workflow.transaction",
-                     "gpuready.cdi.validate", "gpuready.changeset"):
+                     "gpuready.cdi.validate", "gpuready.changeset",
+                     # nor what only a syntax error or another command needs
+                     "gpuready.containerd.hints", "gpuready.cli.cmd_configure", "dataclasses"):
+        assert unwanted not in loaded, unwanted
+
+
+def test_configuring_a_node_loads_no_drop_in_nor_unconfigure_code(tmp_path) -> None:
+    """configure in place plans the edit and its record: the drop-in writer and unconfigure's
+    planner stay unloaded, and so does every other command's module."""
+    (tmp_path / "etc" / "containerd").mkdir(parents=True)
+    (tmp_path / "etc" / "containerd" / "config.toml").write_text(
+        (REPO / "tests" / "data" / "lab-base-registered.toml").read_text())
+    loaded = modules_loaded_by("configure", "--dry-run", "--root", str(tmp_path),
+                               "--containerd-version", "1.7")
+    assert {m for m in loaded if m.startswith("gpuready.cli.cmd_")} == {
+        "gpuready.cli.cmd_configure"}
+    assert "gpuready.containerd.register" in loaded  # the plan was made
+    for unwanted in ("gpuready.containerd.dropin", "gpuready.containerd.unconfigure"):
         assert unwanted not in loaded, unwanted
 
 
