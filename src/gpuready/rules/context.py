@@ -29,6 +29,11 @@ from gpuready.textfile import without_bom
 # forgotten whole at the limit (a text then waits for a third sighting).
 _SEEN_ONCE: set[int] = set()
 _SEEN_ONCE_LIMIT = 65536
+# The last texts parsed, kept whether or not sharing is on: one command reads the same config
+# several times (its plan, the gate's before and after, the final verdict), and each text is
+# parsed once. A handful, so a fleet of distinct texts keeps next to nothing alive.
+_RECENT: dict[str, ParsedText] = {}
+_RECENT_LIMIT = 4
 
 
 class Options:
@@ -98,7 +103,8 @@ class FileContext:
         self.options = options
         self.semantics: Semantics | None = None
         self.syntax_error: InputError | None = None
-        self.parsed: ParsedText = sametext.get("toml", self.text) or self._parse()
+        self.parsed: ParsedText = (sametext.get("toml", self.text) or _RECENT.get(self.text)
+                                   or self._parse())
         self.data: dict[str, Any] | None = self.parsed.data
 
     def _parse(self) -> ParsedText:
@@ -110,6 +116,9 @@ class FileContext:
         except tomllib.TOMLDecodeError as error:
             self.syntax_error = toml_error(str(error), self.text, self.display)
             return ParsedText(self.text, None)
+        if len(_RECENT) >= _RECENT_LIMIT:
+            del _RECENT[next(iter(_RECENT))]
+        _RECENT[self.text] = parsed
         seen = hash(self.text)
         if seen in _SEEN_ONCE:
             sametext.put("toml", self.text, parsed, size=len(self.text))
