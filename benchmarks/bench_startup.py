@@ -18,7 +18,8 @@ Each row also prints its floor: the same baseline beside a program that only imp
 libraries the command cannot run without (argparse for its command line, pathlib, the TOML
 parser, PyYAML where it reads YAML, tomlkit where it edits) and does the baseline's own work.
 A target below its floor cannot be met by anything gpuready's own code does. Not a test: the
-numbers depend on the machine. ``benchmarks/bench_fleet.py`` measures ``audit`` and prints these four as well.
+numbers depend on the machine. ``benchmarks/bench_fleet.py`` measures ``audit`` and prints these
+rows as well.
 
     python3 benchmarks/bench_startup.py [--runs 21]
 """
