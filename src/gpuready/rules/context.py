@@ -103,9 +103,15 @@ class FileContext:
         self.options = options
         self.semantics: Semantics | None = None
         self.syntax_error: InputError | None = None
-        self.parsed: ParsedText = (sametext.get("toml", self.text) or _RECENT.get(self.text)
-                                   or self._parse())
+        self.parsed: ParsedText = sametext.get("toml", self.text) or self._recent() or self._parse()
         self.data: dict[str, Any] | None = self.parsed.data
+
+    def _recent(self) -> ParsedText | None:
+        """The parse of this text kept from a moment ago; seen twice now, so also shared."""
+        parsed = _RECENT.get(self.text)
+        if parsed is not None:
+            sametext.put("toml", self.text, parsed, size=len(self.text))
+        return parsed
 
     def _parse(self) -> ParsedText:
         try:
