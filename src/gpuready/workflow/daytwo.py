@@ -142,8 +142,6 @@ def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
     # unconfigure of files in folders gpuready created: the files, then the empty folders, then
     # the record naming them (and last the folder that held only the record), so that a run
     # killed in between leaves the record the next run completes from, folders included
-    from dataclasses import replace
-
     from gpuready.changeset import check
     from gpuready.containerd.unconfigure import remove_empty_folders
 
