@@ -101,10 +101,10 @@ def _snapshot(root: Path) -> dict:
             for path, content in tree_snapshot(root).items()}
 
 
-def _spawn(argv: list[str]) -> subprocess.Popen:
+def _spawn(argv: list[str], stderr: int = subprocess.DEVNULL) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
     return subprocess.Popen([sys.executable, "-m", "gpuready", *argv], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=stderr)
 
 
 def _reference(tmp_path: Path, name: str) -> tuple[dict, dict, float, int]:
@@ -119,8 +119,8 @@ def _reference(tmp_path: Path, name: str) -> tuple[dict, dict, float, int]:
 
 def _check_old_or_new(now: dict, before: dict, after: dict) -> None:
     for path, content in now.items():
-        if TEMPORARY.fullmatch(Path(path).name):
-            continue  # a killed writer's temporary: removed by the next run
+        if any(TEMPORARY.fullmatch(part) for part in Path(path).parts):
+            continue  # a killed writer's temporary file or folder: removed by the next run
         assert path in after or path in before, f"{path}: made by no run"
         # a file a complete run removes (unconfigure's drop-in) may still hold its old bytes
         assert content in (before.get(path), after.get(path)), f"{path}: neither old nor new"
@@ -142,8 +142,10 @@ def _kill_and_recover(tmp_path: Path, name: str, kills: int) -> None:
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=60)
         _check_old_or_new(_snapshot(root), before, after)
-        completed = _spawn(argv).wait(timeout=120)
-        assert completed == code, f"{name}: the run after a kill at {delay:.2f} s failed"
+        recovery = _spawn(argv, stderr=subprocess.PIPE)
+        _, err = recovery.communicate(timeout=120)
+        assert recovery.returncode == code, (
+            f"{name}: the run after a kill at {delay:.2f} s failed: {err.decode(errors='replace')}")
         assert _snapshot(root) == after, f"{name}: not the reference after recovery"
         shutil.rmtree(root)
 
@@ -189,3 +191,33 @@ def test_a_killed_writer_never_blocks_the_next(tmp_path):
     assert run_cli("configure", "--config", str(config), "--runtime-name", "next").code == 0
     assert time.monotonic() - start < 60
     assert "next" in _runtimes(config)
+
+
+def _setup_killed_at_first_flush(root: Path) -> None:
+    """``setup`` on ``root``, killed when it first flushes a file's bytes to disk: the first
+    file written is the record, in ``/etc/containerd``, and the run creates ``/etc`` too."""
+    code = ("import os, signal, sys\n"
+            "os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)\n"
+            "sys.argv = ['gpuready', *sys.argv[1:]]\n"
+            "from gpuready.cli.main import entrypoint\n"
+            "entrypoint()\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    killed = subprocess.run([sys.executable, "-c", code, *_setup(root)], env=env,
+                            capture_output=True, timeout=120)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr.decode(errors="replace")
+
+
+def test_a_run_killed_while_it_creates_a_folder_leaves_no_folder_the_record_misses(tmp_path):
+    """A folder gpuready creates appears together with its first file. Killed before that, the
+    run leaves a temporary folder and not the empty folder: the next run then sees the same
+    folders missing, and its record names them all for ``unconfigure`` to remove."""
+    reference = tmp_path / "reference"
+    assert run_cli(*_setup(reference)).code == 0
+    root = tmp_path / "killed"
+    _setup_killed_at_first_flush(root)
+    assert not (root / "etc").exists(), "the folder appeared before its file"
+    assert [p.name for p in root.iterdir() if TEMPORARY.fullmatch(p.name)]
+    assert run_cli(*_setup(root)).code == 0
+    assert _snapshot(root) == _snapshot(reference)
+    assert run_cli("unconfigure", "--root", str(root)).code == 0
+    assert not (root / "etc/containerd").exists() and not (root / "etc/cdi").exists()

@@ -8,8 +8,9 @@ changes nothing writes nothing, so the file keeps its bytes and its mtime.
 
 Every path is resolved by the :class:`~gpuready.node.Node`: a linked file is written at its target
 inside the root, and nothing is ever created outside it. Folders are created only when a file is
-really written (a dry run or a refused command creates none), and temporary files a killed run
-left next to the file are removed by the next write.
+really written (a dry run or a refused command creates none), and appear together with their
+first file (:func:`write_with_new_folders`); temporary files and folders a killed run left next to
+the file are removed by the next write.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shutil
 import stat
 import sys
 import tempfile
@@ -62,9 +64,9 @@ def locked(path: Path, *, node: Node) -> Iterator[None]:
     containerd's ``imports`` globs to trip over. A concurrent gpuready waits here instead of
     overwriting this run's edit, saying whom it waits for, and gives up after
     :func:`lock_wait_seconds` (:class:`LockTimeoutError`). While the folder does not exist yet,
-    the nearest folder above it is locked instead (nothing is created to take a lock);
-    :func:`apply_plan` locks the folder too once it has created it. A folder this process
-    already holds is not locked again (the outer holder keeps it).
+    the nearest folder above it is locked instead (nothing is created to take a lock), and
+    :func:`apply_plan` locks the folder too once it exists. A folder this process already holds
+    is not locked again (the outer holder keeps it).
     """
     target = node.writable(path)
     folder = _nearest_folder(target.parent)
@@ -199,26 +201,78 @@ def apply_plan(plan: Plan, *, node: Node) -> bool:
     remove_stale_temporaries(target)
     if not plan.changes:
         return False
+    data = plan.after.encode("utf-8")
+    if not os.path.lexists(target.parent):
+        _require_unchanged(plan, None)
+        write_with_new_folders(target, data)
+        return True
     with _folder_locked(target.parent, plan.path):
         current = _read_or_none(target)
-        expected = None if plan.before is None else plan.before.encode("utf-8")
-        if current != expected:
-            raise ConcurrentChangeError(f"{plan.path}: changed on disk while gpuready was "
-                                        "planning; nothing written, run again")
+        _require_unchanged(plan, current)
         if current is not None:
             _require_owner_can_be_kept(target)
             _keep_first_backup(target, current)
-        write_atomic(target, plan.after.encode("utf-8"))
+        write_atomic(target, data)
     return True
+
+
+def _require_unchanged(plan: Plan, current: bytes | None) -> None:
+    """Raise :class:`ConcurrentChangeError` unless the file still holds ``plan.before``."""
+    if current != (None if plan.before is None else plan.before.encode("utf-8")):
+        raise ConcurrentChangeError(f"{plan.path}: changed on disk while gpuready was "
+                                    "planning; nothing written, run again")
+
+
+def write_with_new_folders(path: Path, data: bytes) -> None:
+    """Write ``path``, whose folder does not exist yet, so that the new folders appear together
+    with the file: the missing chain is built under a temporary name beside its top folder, the
+    file written inside, and the top folder renamed into place.
+
+    A run killed half way thus leaves a temporary folder (removed by the next write), never an
+    empty folder that nothing records: the next run sees the same folders missing, and its
+    record names the same folders for ``unconfigure`` to remove. The caller holds
+    :func:`locked` for ``path`` (the lock of the nearest existing folder).
+    """
+    top = path.parent
+    while not os.path.lexists(top.parent):
+        top = top.parent
+    _remove_stale_folder_temporaries(top)
+    temp = top.parent / f".{top.name}.{os.urandom(4).hex()}.tmp"
+    try:
+        os.mkdir(temp)  # mode 0o777 less the umask, as any folder gpuready creates
+        inner = temp / path.parent.relative_to(top)
+        inner.mkdir(parents=True, exist_ok=True)
+        write_atomic(inner / path.name, data)
+        for folder in (inner, *inner.parents):
+            if folder == temp:
+                break
+            _fsync_folder(folder.parent)
+        os.rename(temp, top)  # fails, writing nothing, if the folder appeared meanwhile
+    except BaseException as error:
+        shutil.rmtree(temp, ignore_errors=True)
+        if isinstance(error, OSError):
+            raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
+        raise
+    _fsync_folder(top.parent)
+
+
+def _remove_stale_folder_temporaries(folder: Path) -> None:
+    """Remove the temporary folders a killed :func:`write_with_new_folders` left for ``folder``
+    (``.containerd.1a2b3c4d.tmp`` beside ``containerd``): real folders only, never a link."""
+    pattern = re.compile(rf"\.{re.escape(folder.name)}\.[a-z0-9_]{{8}}\.tmp")
+    try:
+        entries = os.listdir(folder.parent)
+    except OSError:
+        return
+    for entry in entries:
+        stale = folder.parent / entry
+        if pattern.fullmatch(entry) and stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def _folder_locked(folder: Path, shown: Path) -> Iterator[None]:
-    """Create the file's folder if needed and hold its lock (again, if :func:`locked` has it)."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise WriteError(f"{shown}: cannot write: {error.strerror or error}") from None
+    """Hold the lock of the file's (existing) folder (again, if :func:`locked` has it)."""
     fd = _lock(folder, shown) if not _locked_here(folder) else None
     try:
         yield
@@ -240,8 +294,11 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     """Remove the temporary files a killed gpuready left next to ``target`` (and its backup).
 
     Called under the folder's lock: every live writer holds that lock while its temporary file
-    exists, so any temporary found now belongs to a run that died.
+    exists, so any temporary found now belongs to a run that died. A temporary folder a killed
+    run left while it created the file's folder (:func:`write_with_new_folders`) goes too.
     """
+    if target.parent.is_dir():
+        _remove_stale_folder_temporaries(target.parent)
     removed = []
     for name in (target.name, backup_path(target).name):
         pattern = re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
@@ -419,10 +476,12 @@ def apply_own_file(plan: Plan, *, node: Node) -> bool:
     remove_stale_temporaries(target)
     if not plan.changes:
         return False
+    data = plan.after.encode("utf-8")
+    if not os.path.lexists(target.parent):
+        _require_unchanged(plan, None)
+        write_with_new_folders(target, data)
+        return True
     with _folder_locked(target.parent, plan.path):
-        current = _read_or_none(target)
-        if current != (None if plan.before is None else plan.before.encode("utf-8")):
-            raise ConcurrentChangeError(f"{plan.path}: changed on disk while gpuready was "
-                                        "planning; nothing written, run again")
-        write_atomic(target, plan.after.encode("utf-8"))
+        _require_unchanged(plan, _read_or_none(target))
+        write_atomic(target, data)
     return True
