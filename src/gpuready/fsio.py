@@ -197,6 +197,11 @@ def apply_plan(plan: Plan, *, node: Node) -> bool:
     The caller holds :func:`locked` for ``plan.path``. Raises :class:`ConcurrentChangeError` when
     the file on disk no longer holds ``plan.before``.
     """
+    return _write_planned(plan, node=node, keep_backup=True)
+
+
+def _write_planned(plan: Plan, *, node: Node, keep_backup: bool) -> bool:
+    """:func:`apply_plan`'s work; ``keep_backup`` False for gpuready's own files."""
     target = node.writable(plan.path)
     remove_stale_temporaries(target)
     if not plan.changes:
@@ -209,7 +214,7 @@ def apply_plan(plan: Plan, *, node: Node) -> bool:
     with _folder_locked(target.parent, plan.path):
         current = _read_or_none(target)
         _require_unchanged(plan, current)
-        if current is not None:
+        if keep_backup and current is not None:
             _require_owner_can_be_kept(target)
             _keep_first_backup(target, current)
         write_atomic(target, data)
@@ -472,16 +477,4 @@ def apply_own_file(plan: Plan, *, node: Node) -> bool:
 
     The caller holds :func:`locked`.
     """
-    target = node.writable(plan.path)
-    remove_stale_temporaries(target)
-    if not plan.changes:
-        return False
-    data = plan.after.encode("utf-8")
-    if not os.path.lexists(target.parent):
-        _require_unchanged(plan, None)
-        write_with_new_folders(target, data)
-        return True
-    with _folder_locked(target.parent, plan.path):
-        _require_unchanged(plan, _read_or_none(target))
-        write_atomic(target, data)
-    return True
+    return _write_planned(plan, node=node, keep_backup=False)
