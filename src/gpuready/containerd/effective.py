@@ -1,6 +1,6 @@
 """The effective config: what one containerd line builds from a main file and its imports.
 
-The files are found and merged by :mod:`gpuready.rules.imports` (the one merge model: 1.x
+The files are found and merged by :mod:`gpuready.containerd.imports` (the one merge model: 1.x
 replaces a whole plugin table from a later file, 2.x merges key by key); this module adds where
 each runtime came from, and :func:`staged` puts candidate files at their final import paths in a
 temporary folder, so gpuready (and the node's own ``containerd config dump``) can read the
@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gpuready.containerd import facts
+from gpuready.containerd.files import FileContext, Options
+from gpuready.containerd.imports import entry_path, load_imports, merge
 from gpuready.containerd.versions import ConfigVersion, spec_of
 from gpuready.node import FileKind, Node
-from gpuready.rules.context import FileContext, Options
-from gpuready.rules.imports import entry_path, load_imports, merge
 
 
 @dataclass

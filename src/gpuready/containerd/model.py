@@ -6,7 +6,7 @@ asks :func:`load_node` (files on the node, optionally as a plan will leave them)
 (``tests/data/observed/README.md``) unless said otherwise:
 
 1. The files are read as containerd reads them: the main file, then its ``imports`` in order
-   (:mod:`gpuready.rules.imports`), merged as the line merges them: 1.x replaces a whole plugin
+   (:mod:`gpuready.containerd.imports`), merged as the line merges them: 1.x replaces a whole plugin
    table from a later file, 2.x merges key by key.
 2. The merged file is in the main file's ``version``. 2.x migrates an older one in memory
    (plugin IDs renamed, the CRI table split) before using it; an imported file of another version
@@ -126,7 +126,7 @@ class Loaded:
 
 def build(files: list[tuple[Path, Mapping[str, Any]]], line: NodeLine) -> Loaded:
     """What ``line`` loads from ``files`` (main first, then imports in load order), parsed."""
-    from gpuready.rules.imports import merge
+    from gpuready.containerd.imports import merge
 
     if len(files) == 1:
         merged: Mapping[str, Any] = files[0][1]  # nothing to merge; only read from here on
@@ -158,9 +158,9 @@ def load_node(
 ) -> Loaded:
     """What ``line`` loads from ``main`` and its imports on ``node`` (a :class:`Node`), with
     ``overrides`` (host path: planned text, None for a removed file) in place of the files."""
+    from gpuready.containerd.files import FileContext, Options
+    from gpuready.containerd.imports import load_imports
     from gpuready.node import FileKind
-    from gpuready.rules.context import FileContext, Options
-    from gpuready.rules.imports import load_imports
 
     resolved = {node.resolve(path): text for path, text in (overrides or {}).items()}
     main_text = resolved.get(node.resolve(main), ...)
@@ -188,7 +188,7 @@ def load_node(
 
 
 class _Parsed(NamedTuple):
-    """The two things :func:`gpuready.rules.imports.merge` reads of a file."""
+    """The two things :func:`gpuready.containerd.imports.merge` reads of a file."""
 
     path: Path
     data: Mapping[str, Any]

@@ -7,7 +7,7 @@ decided by the rules that ``lint`` and ``doctor`` use:
   will be written): Docker's ``containerd.io`` package ships ``disabled_plugins = ["cri"]``;
 - the file is not one containerd reads: it sits in containerd's folder but is not the main config
   and no ``imports`` entry reaches it (imports resolved as containerd does,
-  :mod:`gpuready.rules.imports`). A file elsewhere is taken as a working copy and not judged.
+  :mod:`gpuready.containerd.imports`). A file elsewhere is taken as a working copy and not judged.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _line(problem: Problem, hint: str) -> str:
 
 def _not_read(path: Path, *, node: Node, options: Options) -> str | None:
     """Why containerd does not read ``path``, when it is in containerd's folder; else None."""
-    from gpuready.rules.imports import load_imports
+    from gpuready.containerd.imports import load_imports
 
     main = node.path(CONTAINERD_CONFIG)
     target = node.resolve(path) if node.contains(path) else path.resolve()

@@ -110,11 +110,11 @@ def doctor(
 def _doctor(options, selected, config_path, runtimeclass_paths, containerd_version, detection,
             probe, config_only=False) -> Report:
     # a node's owner, its imports, its kubelet and its init: what lint FILE never needs to load
+    from gpuready.containerd.imports import load_imports, merge
     from gpuready.init_system import systemd_fact
     from gpuready.kubernetes import kubelet
     from gpuready.owners.detect import detect
     from gpuready.owners.state import OwnerState
-    from gpuready.rules.imports import load_imports, merge
 
     node = options.node
     detection = detection or detect(node)

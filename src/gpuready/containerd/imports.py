@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from gpuready.containerd import facts
+from gpuready.containerd.files import FileContext, Options
 from gpuready.node import FileKind, Node
-from gpuready.rules.context import FileContext, Options
 from gpuready.rules.placement import CRI_TABLES
 
 # Planned texts by resolved host path (None: the file is to be removed).
