@@ -61,6 +61,7 @@ LAYERS: dict[str, int] = {
     "gpuready.node": NODE,
     "gpuready.init_system": NODE,
     "gpuready.kubernetes": NODE,
+    "gpuready.engines.facts": NODE,
     "gpuready.engines.docker.facts": NODE,
     "gpuready.engines.crio.facts": NODE,
     "gpuready.containerd.facts": NODE,

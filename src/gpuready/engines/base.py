@@ -7,23 +7,12 @@ loaded. Planning never writes: the command line applies a plan through the one s
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
 
+from gpuready.engines.facts import EngineFacts
 from gpuready.node import Node
 from gpuready.plan import Plan
-
-
-class EngineFacts(NamedTuple):
-    """Where an engine keeps things on a node, and how to recognise it (with the sources)."""
-
-    name: str
-    title: str
-    config: PurePosixPath  # the file gpuready edits
-    sockets: tuple[PurePosixPath, ...]  # where the daemon listens, first is the default
-    marks: tuple[PurePosixPath, ...]  # files or folders whose presence means "this engine"
-    live: bool  # whether gpuready can ask a running daemon (verify --live)
-    source: str
 
 
 class RuntimeChange(NamedTuple):

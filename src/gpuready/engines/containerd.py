@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from gpuready.engines.base import EngineFacts, RuntimeChange
+from gpuready.engines.base import RuntimeChange
+from gpuready.engines.facts import EngineFacts
 from gpuready.node import Node
 from gpuready.paths import CONTAINERD_CONFIG, CONTAINERD_SOCKET
 from gpuready.plan import Plan

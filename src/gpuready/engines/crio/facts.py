@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from gpuready.engines.base import EngineFacts
+from gpuready.engines.facts import EngineFacts
 
 MAIN_CONFIG = PurePosixPath("/etc/crio/crio.conf")
 DROPIN_DIR = PurePosixPath("/etc/crio/crio.conf.d")

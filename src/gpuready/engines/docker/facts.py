@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from gpuready.engines.base import EngineFacts
+from gpuready.engines.facts import EngineFacts
 
 DAEMON_JSON = PurePosixPath("/etc/docker/daemon.json")
 SOCKET = PurePosixPath("/run/docker.sock")
