@@ -29,9 +29,9 @@ from pathlib import Path
 
 from gpuready.errors import WriteError
 from gpuready.node import Node
+from gpuready.paths import BACKUP_SUFFIX
 from gpuready.plan import Plan
 
-BACKUP_SUFFIX = ".gpuready.bak"
 NEW_FILE_MODE = 0o644
 
 

@@ -20,6 +20,9 @@ CONTAINERD_SOCKET = PurePosixPath("/run/containerd/containerd.sock")
 # as CRI-O config (the backup undoing the change it backs up, a JSON record stopping CRI-O).
 READ_WHOLE_FOLDERS = frozenset({"crio.conf.d"})
 
+# gpuready's backup of a file it changed, kept beside it (:func:`kept_beside`).
+BACKUP_SUFFIX = ".gpuready.bak"
+
 
 def kept_beside(path: Path, suffix: str) -> Path:
     """Where gpuready keeps its own file (backup, record) for ``path``: beside it

@@ -70,8 +70,8 @@ def drop_in(args: argparse.Namespace):
 
 def report(plans, written, *, dry_run: bool) -> dict:
     """The outcome of a change to several files, as data (the JSON form)."""
+    from gpuready.containerd.record import is_bookkeeping, is_record
     from gpuready.fsio import backup_path
-    from gpuready.workflow.daytwo import is_bookkeeping, is_record
 
     shown = [plan for plan in plans if not is_record(plan)]
     written_paths = {plan.path for plan in written}

@@ -87,8 +87,8 @@ class Guard(NamedTuple):
     def verdict(self, plans: Sequence[Any], *, ask_installed: bool = True) -> Verdict:
         """Judge ``plans`` (:class:`gpuready.plan.Plan`) against the node as it is now;
         ``ask_installed``: let this machine's containerd have the final word where it can."""
+        from gpuready.containerd.record import is_bookkeeping
         from gpuready.node import Node
-        from gpuready.workflow.daytwo import is_bookkeeping
 
         node = Node(self.root)
         candidates = {plan.path: plan.after for plan in plans

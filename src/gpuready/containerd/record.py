@@ -62,6 +62,7 @@ from gpuready.containerd.document import parse_toml
 from gpuready.containerd.versions import spec_of
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
+from gpuready.paths import BACKUP_SUFFIX
 from gpuready.plan import Plan
 
 RECORD_SUFFIX = ".gpuready.json"
@@ -78,6 +79,17 @@ def record_path(main: Path) -> Path:
     from gpuready.paths import kept_beside
 
     return kept_beside(main, RECORD_SUFFIX)
+
+
+def is_record(plan: Plan) -> bool:
+    """True for the record's plan (shown as one line, never as a diff)."""
+    return plan.path.name.endswith(RECORD_SUFFIX)
+
+
+def is_bookkeeping(plan: Plan) -> bool:
+    """True for gpuready's own files beside the config (the record, a backup): their changes
+    are reported in one line each, without a diff."""
+    return is_record(plan) or plan.path.name.endswith(BACKUP_SUFFIX)
 
 
 def sha256(text: str | None) -> str | None:
@@ -147,7 +159,7 @@ class _Refused(Exception):
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _KINDS = ("runtime", "enable_cdi", "cdi_spec_dirs", "default_runtime_name", "tables", "imports")
-_OWN_SUFFIXES = (RECORD_SUFFIX, ".gpuready.bak")
+_OWN_SUFFIXES = (RECORD_SUFFIX, BACKUP_SUFFIX)
 
 
 def _checked(record: dict[str, Any], *, main: Path, node: Node) -> dict[str, Any]:

@@ -19,13 +19,12 @@ from gpuready.containerd.document import load_config
 from gpuready.containerd.gate import Guard, Intent
 from gpuready.containerd.lines import NodeLine
 from gpuready.containerd.record import (
-    RECORD_SUFFIX,
+    is_record,
     load_record,
     record_changes,
     record_path,
     render_record,
 )
-from gpuready.fsio import BACKUP_SUFFIX
 from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
 
@@ -176,17 +175,6 @@ def journal_order(plans: list[Plan]) -> list[Plan]:
         *(plan for plan in plans if not is_record(plan)),
         *(plan for plan in records if plan.after is None),
     ]
-
-
-def is_record(plan: Plan) -> bool:
-    """True for the record's plan (shown as one line, never as a diff)."""
-    return plan.path.name.endswith(RECORD_SUFFIX)
-
-
-def is_bookkeeping(plan: Plan) -> bool:
-    """True for gpuready's own files beside the config (the record, a backup): their changes
-    are reported in one line each, without a diff."""
-    return is_record(plan) or plan.path.name.endswith(BACKUP_SUFFIX)
 
 
 def plan_migrate_node(node: NodeConfig, *, to: int) -> list[Plan]:

@@ -41,11 +41,12 @@ from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.effective import load_effective
 from gpuready.containerd.installed import installed_release
+from gpuready.containerd.record import is_bookkeeping
 from gpuready.containerd.versions import max_version_for, spec_of
 from gpuready.errors import GpureadyError
 from gpuready.plan import Plan
 from gpuready.workflow import journal as txn
-from gpuready.workflow.daytwo import NodeConfig, is_bookkeeping, write
+from gpuready.workflow.daytwo import NodeConfig, write
 
 SYSTEMD_RESTART = "systemctl restart containerd"
 POLL_S = 0.2
