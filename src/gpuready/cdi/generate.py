@@ -26,6 +26,7 @@ import yaml
 
 from gpuready.cdi import intent, nvml
 from gpuready.cdi import node as facts
+from gpuready.cdi.intent import GenerateOptions
 from gpuready.cdi.inventory import (
     Driver,
     Gpu,
@@ -48,15 +49,6 @@ MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind", "rprivate")
 STRATEGIES = intent.STRATEGIES
 DEFAULT_STRATEGIES = intent.DEFAULT_STRATEGIES
 FORMATS = intent.FORMATS
-
-
-@dataclass(frozen=True)
-class GenerateOptions:
-    """How to build the spec: names, hooks (None: when the hook binary exists), the driver root."""
-
-    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
-    hooks: bool | None = None
-    driver_root: str = "/"
 
 
 def collect_inventory(node: Node, *, gpus: int | None = None,
@@ -130,8 +122,9 @@ def mig_names(gpu: Gpu, strategies: Iterable[str]) -> list[tuple[str, tuple[str,
     return found
 
 
-def build_spec(inventory: NodeInventory, options: GenerateOptions = GenerateOptions(), *,
-               hook_binary_present: bool = False) -> dict[str, Any]:
+def build_spec(inventory: NodeInventory,
+               options: GenerateOptions = GenerateOptions(),  # noqa: B008 (frozen)
+               *, hook_binary_present: bool = False) -> dict[str, Any]:
     """The spec as data: one device per GPU and name, ``all``, and the shared edits."""
     devices: list[dict[str, Any]] = []
     every_node: list[str] = []
@@ -209,7 +202,7 @@ def hook_binary_present(node: Node) -> bool:
 
 def generate_spec(node: Node = "/", *, gpus: int | None = None,
                   inventory_path: Path | str | None = None,
-                  options: GenerateOptions = GenerateOptions(),
+                  options: GenerateOptions = GenerateOptions(),  # noqa: B008 (frozen)
                   use_nvml: bool = True) -> tuple[dict[str, Any], NodeInventory]:
     """Collect the node's GPUs (or plan them) and build the spec; InputError when there are none.
 

@@ -44,6 +44,15 @@ def intent_path(spec: Path) -> Path:
 
 
 @dataclass(frozen=True)
+class GenerateOptions:
+    """How to build the spec: names, hooks (None: when the hook binary exists), the driver root."""
+
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    hooks: bool | None = None
+    driver_root: str = "/"
+
+
+@dataclass(frozen=True)
 class Intent:
     """What a spec is generated from; a None field of a command line means "as recorded".
 
@@ -59,10 +68,8 @@ class Intent:
 
     def options(self) -> Any:
         """The generator's options for this intent."""
-        from gpuready.cdi import generate
-
-        return generate.GenerateOptions(strategies=self.strategies, hooks=self.hooks,
-                                        driver_root=self.driver_root)
+        return GenerateOptions(strategies=self.strategies, hooks=self.hooks,
+                               driver_root=self.driver_root)
 
     def described(self) -> str:
         """``--gpus 4``, ``--inventory node.yaml`` or ``the node's GPUs``."""
