@@ -25,11 +25,8 @@ def add_command(
     subparsers, name: str, *, description: str, epilog: str = "", help: str | None = None
 ):
     """Add one sub-command with the project's help formatting; a top-level command's one-line
-    help is its summary in :mod:`gpuready.cli.commands`."""
-    if help is None:
-        from gpuready.cli.commands import BY_NAME
-
-        help = BY_NAME[name].summary
+    help (None here) is its summary in :mod:`gpuready.cli.commands`, which
+    :func:`gpuready.cli.main.build_parser` fills in."""
     return subparsers.add_parser(
         name, help=help, description=description, epilog=epilog, formatter_class=FORMATTER
     )

@@ -86,12 +86,27 @@ def build_parser(only: str | None = EVERY_COMMAND, *, for_help: bool = True
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         if only in (EVERY_COMMAND, command.name):
-            importlib.import_module(command.module).register(subparsers)
+            importlib.import_module(command.module).register(_Summarised(subparsers))
             if table:
                 _add_exit_codes(subparsers.choices[command.name], table)
         elif only is None:
             subparsers.add_parser(command.name, help=command.summary)
     return parser
+
+
+class _Summarised:
+    """The top-level sub-parsers as a command's ``register`` sees them: a command added without
+    a one-line help of its own gets its summary from :mod:`gpuready.cli.commands`. The table
+    names the command modules, so they do not read it themselves (an import circle)."""
+
+    def __init__(self, subparsers) -> None:
+        self._subparsers = subparsers
+
+    def add_parser(self, name: str, **options):
+        """Add command ``name``, its help the table's summary unless ``options`` give one."""
+        if options.get("help") is None:
+            options["help"] = BY_NAME[name].summary
+        return self._subparsers.add_parser(name, **options)
 
 
 def _add_exit_codes(parser: argparse.ArgumentParser, table: str) -> None:
