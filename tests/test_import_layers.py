@@ -81,29 +81,29 @@ LAYERS: dict[str, int] = {
     "gpuready.engines.docker.api": NODE,
     "gpuready.engines.docker.installed": NODE,
     "gpuready.engines.docker.jsontext": NODE,
+    "gpuready.owners.state": NODE,  # who owns containerd's config, and what it renders from
     # -- 2 the effective model: what containerd loads, merged, with provenance
-    "gpuready.containerd": MODEL,
+    "gpuready.containerd": MODEL,  # and a config's text edited byte for byte (edit, migrate)
+    "gpuready.engines.docker.config": MODEL,  # daemon.json as dockerd reads it (its model), and
+    "gpuready.engines.crio.config": MODEL,  # CRI-O's merged drop-ins; each one-file edit a value
+    "gpuready.cdi.story": MODEL,  # which spec file each device comes from, which engine reads it
     # -- 3 the rules and their verdicts (the gate's too)
     "gpuready.rules": RULES,
     "gpuready.containerd.gate": RULES,
+    "gpuready.containerd.default_runtime": RULES,  # the verdict on a change to the default runtime
     "gpuready.engines.docker.rules": RULES,
     "gpuready.engines.docker.lint": RULES,
     "gpuready.engines.crio.rules": RULES,
     "gpuready.engines.crio.lint": RULES,
-    "gpuready.cdi.report": RULES,
     # -- 4 the plans and the one writer
     "gpuready.fsio": PLANS,
     "gpuready.changeset": PLANS,
     "gpuready.rules.fix": PLANS,  # lint --fix: plans the fixes the rules found
-    "gpuready.containerd.edit": PLANS,
     "gpuready.containerd.configure": PLANS,
     "gpuready.containerd.register": PLANS,
-    "gpuready.containerd.default_runtime": PLANS,
     "gpuready.containerd.keep_default": PLANS,
-    "gpuready.containerd.record": PLANS,
     "gpuready.containerd.dropin": PLANS,
     "gpuready.containerd.unconfigure": PLANS,
-    "gpuready.containerd.migrate": PLANS,
     "gpuready.containerd.base": PLANS,
     "gpuready.engines": PLANS,
     "gpuready.cdi.generate": PLANS,
@@ -111,13 +111,13 @@ LAYERS: dict[str, int] = {
     "gpuready.cdi.units": PLANS,
     "gpuready.owners.configure": PLANS,
     "gpuready.owners.effective": PLANS,
-    "gpuready.owners.state": PLANS,
     # -- 5 the workflows: several plans, one verdict, in order
     "gpuready.workflow": WORKFLOWS,
     "gpuready.cri.verify": WORKFLOWS,
     "gpuready.fleet": WORKFLOWS,
     # -- 6 reporting
     "gpuready.reporting": REPORTING,
+    "gpuready.cdi.report": REPORTING,  # cdi validate and cdi list, rendered
     # -- 7 the command line: the one place that prints and exits
     "gpuready.cli": CLI,
     "gpuready.__main__": CLI,

@@ -90,3 +90,9 @@ def annotations_size(annotations: dict[str, str]) -> int:
 def qualified_name(kind: str, name: str) -> str:
     """The fully-qualified device name, ``nvidia.com/gpu=0``."""
     return f"{kind}={name}"
+
+
+def natural_key(text: str) -> list[object]:
+    """Sort key that puts ``gpu=2`` before ``gpu=10``."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+            for part in re.split(r"(\d+)", text)]

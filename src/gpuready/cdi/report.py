@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 
+from gpuready.cdi.names import natural_key
 from gpuready.cdi.validate import Scan, discover, scan
 from gpuready.errors import ExitCode
 from gpuready.node import Node
@@ -114,11 +114,3 @@ def scan_notes(found: Scan) -> list[str]:
     notes += [f"{path}: refused or conflicting; see 'gpuready cdi validate {path}'"
               for path in refused]
     return notes
-
-
-def natural_key(text: str) -> list[object]:
-    """Sort key that puts ``gpu=2`` before ``gpu=10``."""
-    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
-            for part in re.split(r"(\d+)", text)]
-
-

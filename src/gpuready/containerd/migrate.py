@@ -24,9 +24,8 @@ from typing import Any, Union
 
 from gpuready.compat import tomllib
 from gpuready.containerd import facts
-from gpuready.containerd.edit import set_value
+from gpuready.containerd.edit import remove_empty_headers, set_value
 from gpuready.containerd.layout import Header, scan
-from gpuready.containerd.unconfigure import remove_empty_headers
 from gpuready.containerd.versions import CRI_GRPC, CRI_IMAGES, CRI_RUNTIME, KeyPath, version_number
 from gpuready.errors import InputError
 

@@ -30,7 +30,13 @@ from typing import Any
 from gpuready.compat import tomllib
 from gpuready.containerd import facts
 from gpuready.containerd.document import load_config_text
-from gpuready.containerd.edit import UneditableTableError, set_value
+from gpuready.containerd.edit import (
+    UneditableTableError,
+    _joined,
+    _trim_end,
+    remove_empty_headers,
+    set_value,
+)
 from gpuready.containerd.layout import scan
 from gpuready.containerd.record import load_record, record_path, sha256
 from gpuready.containerd.versions import KeyPath, render_key_path, spec_of
@@ -247,30 +253,6 @@ def _remove_table(text: str, path: KeyPath) -> str:
     return _trim_end(text)
 
 
-def _joined(left: str, right: str) -> str:
-    """``left`` and ``right`` where a part between them went: as many blank lines where they meet
-    as there were on the larger side of the part, and every blank line elsewhere as it was."""
-    head = left.rstrip("\n")
-    tail = right.lstrip("\n")
-    if not head:
-        return tail
-    before = left[len(head):].count("\n") - 1  # the blank lines above the part that went
-    after = len(right) - len(tail)  # and below it
-    return head + "\n" * (1 + max(before, after, 0)) + tail
-
-
-def _trim_end(text: str) -> str:
-    """No blank line at the end."""
-    return text.rstrip("\n") + "\n" if text.strip() else text
-
-
-def _trim_blank_lines(text: str) -> str:
-    """No run of more than one blank line where tables went, and none at the end."""
-    while "\n\n\n" in text:
-        text = text.replace("\n\n\n", "\n\n")
-    return text.rstrip("\n") + "\n" if text.strip() else text
-
-
 def _undo_value(text: str, path: KeyPath, setting: Mapping[str, Any]) -> str:
     if _value(text, path) != setting["value"]:
         return text  # changed since: the operator's now
@@ -279,29 +261,6 @@ def _undo_value(text: str, path: KeyPath, setting: Mapping[str, Any]) -> str:
     text = _delete_key(text, path)
     if setting.get("headerless"):
         text = remove_empty_headers(text, [path[:-1]], keep_blank_lines=True)
-    return text
-
-
-def remove_empty_headers(text: str, paths: list[KeyPath], *, keep_blank_lines: bool = False
-                         ) -> str:
-    """Remove the ``[header]`` of each table in ``paths`` whose body holds nothing now but blank
-    lines and comments (which stay): gpuready wrote it, and the table exists without it or not
-    at all."""
-    for path in sorted(paths, key=len, reverse=True):
-        layout = scan(text)
-        header = layout.header(path)
-        if header is None:
-            continue
-        starts = sorted(h.start for h in layout.headers)
-        end = next((start for start in starts if start > header.start), len(text))
-        lines = text[header.end:end].splitlines(keepends=True)
-        if any(line.strip() and not line.lstrip().startswith("#") for line in lines):
-            continue
-        kept = "".join(line for line in lines if line.strip())  # the operator's comments
-        if keep_blank_lines:  # only where the header went (unconfigure)
-            text = _trim_end(_joined(text[:header.start], kept + text[end:]))
-        else:
-            text = _trim_blank_lines(text[:header.start] + kept + text[end:])
     return text
 
 

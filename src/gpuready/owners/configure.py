@@ -21,7 +21,13 @@ from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
 from gpuready.owners.detect import Detection
 from gpuready.owners.table import EditKind, Owner
-from gpuready.owners.template import GoTemplate, new_template, parse_template, render
+from gpuready.owners.template import (
+    GoTemplate,
+    new_template,
+    parse_template,
+    render,
+    template_version,
+)
 from gpuready.plan import Plan
 
 
@@ -109,12 +115,6 @@ def template_target(owner: Owner, node: Node, generated: ConfigFile | None) -> P
             return candidate
     version = generated.data.get("version") if generated else None
     return v3 if version == 3 else v2
-
-
-def template_version(target: Path) -> int:
-    """The config version a template body is written in: config-v3.toml.tmpl renders a version 3
-    config, config.toml.tmpl the legacy version 2 (k3s-io/k3s#11626)."""
-    return 3 if target.name.startswith("config-v3") else 2
 
 
 def _go_template(owner: Owner, node: Node, request: ConfigureRequest) -> OwnerPlan:

@@ -151,7 +151,7 @@ class OwnerState:
         """The files the owner renders from, with the runtimes each registers."""
         owner = self.owner
         if owner.edit is EditKind.GO_TEMPLATE:
-            from gpuready.owners.configure import template_version
+            from gpuready.owners.template import template_version
 
             return [(path, _runtimes_of(self.node, path, version=template_version(path)))
                     for path in (self.node.path(p) for p in owner.edit_paths)

@@ -109,3 +109,9 @@ def render(template: GoTemplate, base: str) -> str:
 def new_template(body: str) -> str:
     """A template that keeps k3s's generated config and adds ``body`` after it."""
     return f"{BASE_LINE}\n{body}"
+
+
+def template_version(target: Path) -> int:
+    """The config version a template body is written in: config-v3.toml.tmpl renders a version 3
+    config, config.toml.tmpl the legacy version 2 (k3s-io/k3s#11626)."""
+    return 3 if target.name.startswith("config-v3") else 2

@@ -80,7 +80,7 @@ _UVM_FIX = ("load the nvidia-uvm module: nvidia-modprobe -u -c=0 (creates /dev/n
 
 
 def _shown(names: list[str], limit: int = 6) -> str:
-    from gpuready.cdi.report import natural_key
+    from gpuready.cdi.names import natural_key
 
     ordered = sorted(names, key=natural_key)
     return ", ".join(ordered[:limit]) + (f" and {len(ordered) - limit} more"
