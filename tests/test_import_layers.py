@@ -62,6 +62,8 @@ LAYERS: dict[str, int] = {
     "gpuready.init_system": NODE,
     "gpuready.kubernetes": NODE,
     "gpuready.engines.facts": NODE,
+    "gpuready.engines.detection": NODE,  # which engine a node runs: the facts tables alone
+    "gpuready.engines.containerd_facts": NODE,
     "gpuready.engines.docker.facts": NODE,
     "gpuready.engines.crio.facts": NODE,
     "gpuready.containerd.facts": NODE,

@@ -6,23 +6,13 @@ Nothing moves: configuring, linting and verifying containerd stay in :mod:`gpure
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from gpuready.engines.base import RuntimeChange
-from gpuready.engines.facts import EngineFacts
+from gpuready.engines.containerd_facts import FACTS
 from gpuready.node import Node
-from gpuready.paths import CONTAINERD_CONFIG, CONTAINERD_SOCKET
+from gpuready.paths import CONTAINERD_CONFIG
 from gpuready.plan import Plan
-
-FACTS = EngineFacts(
-    name="containerd",
-    title="containerd",
-    config=CONTAINERD_CONFIG,
-    sockets=(CONTAINERD_SOCKET,),
-    marks=(PurePosixPath("/etc/containerd"),),
-    live=True,
-    source="gpuready.containerd.versions (config versions); containerd's docs/cri/config.md",
-)
 
 
 class ContainerdEngine:

@@ -43,7 +43,7 @@ def _cri_disabled(path: Path, text: str, options: Options) -> list[Problem]:
 def enable_cri_hint(node: Node) -> str:
     """How to go on when the CRI plugin is disabled; on a machine that also has Docker, the CRI
     is off because containerd is there for Docker: the runtime the user wants may be Docker's."""
-    from gpuready.engines import engines_found
+    from gpuready.engines.detection import engines_found
 
     if "docker" not in engines_found(node.root):
         return ENABLE_CRI_HINT
