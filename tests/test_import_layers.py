@@ -84,6 +84,7 @@ LAYERS: dict[str, int] = {
     "gpuready.engines.docker.installed": NODE,
     "gpuready.engines.docker.jsontext": NODE,
     "gpuready.owners.state": NODE,  # who owns containerd's config, and what it renders from
+    "gpuready.workflow.journal": NODE,  # a --restart journal as data and as read (not written)
     # -- 2 the effective model: what containerd loads, merged, with provenance
     "gpuready.containerd": MODEL,  # and a config's text edited byte for byte (edit, migrate)
     "gpuready.engines.docker.config": MODEL,  # daemon.json as dockerd reads it (its model), and

@@ -6,7 +6,8 @@ roll-back, and removes it once the verdict is in: the change restarted and verif
 file put back and containerd back on them. A run killed in between leaves the journal, and with it
 the node in a state nobody checked: files written that containerd has not read, or a roll-back
 half done. The next writing command on the node finishes it first (:func:`finish_pending`); a
-reading command reports it (the ``transaction-pending`` rule).
+reading command reports it (the ``transaction-pending`` rule). This module is the journal as data
+and as read, below the rules; writing it is :mod:`gpuready.workflow.journal_keeper`'s.
 
 The journal holds, for every file of the change, its node path, the text it had before and the
 hashes of the texts before and after, the files' new backups, and how to restart and what to
@@ -24,9 +25,9 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gpuready import fsio
 from gpuready.errors import InputError
 from gpuready.node import Node
+from gpuready.paths import BACKUP_SUFFIX
 from gpuready.plan import Plan
 
 JOURNAL_SUFFIX = ".gpuready.txn.json"
@@ -122,83 +123,6 @@ def intent(node: Node, config: Path, *, major: int, plans: list[Plan], backups: 
     )
 
 
-# -- writing: the caller holds the lock of the config's folder -----------------------------------
-
-
-def write(node: Node, config: Path, journal: Journal) -> None:
-    """Write ``journal`` beside ``config`` atomically, readable by its owner only (it holds the
-    files' texts, and a config may hold credentials)."""
-    target = node.writable(journal_path(config))
-    fsio.remove_stale_temporaries(target)
-    fsio.write_atomic(target, journal.to_json(node.root).encode("utf-8"), mode=0o600)
-
-
-def advance(node: Node, config: Path, journal: Journal, phase: str) -> Journal:
-    """The journal moved on to ``phase``, written."""
-    moved = journal._replace(phase=phase)
-    write(node, config, moved)
-    return moved
-
-
-def clear(node: Node, config: Path) -> None:
-    """Remove the journal: the transaction has its verdict."""
-    target = node.writable(journal_path(config))
-    try:
-        target.unlink()
-    except FileNotFoundError:
-        return
-    except OSError as error:
-        raise InputError(target, f"cannot remove the transaction journal: "
-                         f"{error.strerror or error}") from None
-    fsio.remove_stale_temporaries(target)
-    _fsync(target.parent)
-
-
-def _fsync(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-class Keeper:
-    """The journal of one transaction as it goes (``enabled`` False: none is kept, as when the
-    node is driven from elsewhere). The caller holds the lock of the config's folder."""
-
-    def __init__(self, node: Node, config: Path, *, enabled: bool = True) -> None:
-        self.node = node
-        self.config = config
-        self.enabled = enabled
-        self.journal: Journal | None = None
-
-    def begin(self, journal: Journal) -> None:
-        """Write the intent, before the first file."""
-        if self.enabled:
-            self.journal = journal
-            write(self.node, self.config, journal)
-
-    def adopt(self, journal: Journal) -> None:
-        """Go on with a journal a killed run left (it is already on disk)."""
-        self.journal = journal
-
-    def advance(self, phase: str) -> None:
-        """Say the transaction has reached ``phase`` (``restart``, ``roll back``)."""
-        if self.enabled and self.journal is not None and self.journal.phase != phase:
-            self.journal = advance(self.node, self.config, self.journal, phase)
-
-    def clear(self) -> None:
-        """The verdict is in: remove the journal."""
-        if self.enabled and self.journal is not None:
-            clear(self.node, self.config)
-            self.journal = None
-
-
 # -- reading: data checked before it is used -----------------------------------------------------
 
 
@@ -283,8 +207,8 @@ def _parse(data: Any) -> Journal:
     names = {entry.path for entry in files}
     backups = tuple(_node_path(item, "backup") for item in _list(data["backups"], "backups"))
     for backup in backups:
-        _expect(backup.endswith(fsio.BACKUP_SUFFIX)
-                and backup[:-len(fsio.BACKUP_SUFFIX)] in names,
+        _expect(backup.endswith(BACKUP_SUFFIX)
+                and backup[:-len(BACKUP_SUFFIX)] in names,
                 f"backup {backup} is not the backup of a file of the change")
     config = _node_path(data["config"], "config")
     _expect(config in names or not files, "config is not a file of the change")

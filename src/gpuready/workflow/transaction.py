@@ -47,6 +47,7 @@ from gpuready.errors import GpureadyError
 from gpuready.plan import Plan
 from gpuready.workflow import journal as txn
 from gpuready.workflow.daytwo import NodeConfig, write
+from gpuready.workflow.journal_keeper import Keeper
 
 SYSTEMD_RESTART = "systemctl restart containerd"
 POLL_S = 0.2
@@ -286,8 +287,8 @@ def run_transaction(
         from gpuready.errors import UsageError
 
         raise UsageError(problem)
-    keeper = txn.Keeper(node.node, node.config,
-                        enabled=host is None if journaled is None else journaled)
+    keeper = Keeper(node.node, node.config,
+                    enabled=host is None if journaled is None else journaled)
     host = host or LocalHost()
     paths = [p.path for p in plan()]
     with host.locked(node, paths):
@@ -315,7 +316,7 @@ def run_transaction(
     return outcome
 
 
-def _write(node: NodeConfig, plans: list[Plan], keeper: txn.Keeper, *, host: Host) -> list[Plan]:
+def _write(node: NodeConfig, plans: list[Plan], keeper: Keeper, *, host: Host) -> list[Plan]:
     """Write the plans; a write that fails has put every file back, and the journal goes."""
     try:
         return host.write(node, plans)
@@ -326,7 +327,7 @@ def _write(node: NodeConfig, plans: list[Plan], keeper: txn.Keeper, *, host: Hos
 
 def restart_or_roll_back(
     node: NodeConfig, written: list[Plan], backups: list[Path], options: RestartOptions,
-    outcome: Outcome, *, keeper: txn.Keeper, host: Host,
+    outcome: Outcome, *, keeper: Keeper, host: Host,
 ) -> None:
     """Restart and verify the written change; on failure put it back and restart again. The
     journal follows each phase and goes once the node is known: verified, or back as it was."""
@@ -576,7 +577,7 @@ def finish_pending(
         found = txn.load(view, config)  # again under the lock: a live run may just have ended
         if found is None:
             return None
-        keeper = txn.Keeper(view, config)
+        keeper = Keeper(view, config)
         keeper.adopt(found)
         options = _pending_options(found, override)
         outcome = Outcome([])
@@ -598,7 +599,7 @@ def _pending_options(found: txn.Journal, override: RestartOptions | None) -> Res
 
 def _settle(
     node: NodeConfig, found: txn.Journal, options: RestartOptions, outcome: Outcome, *,
-    keeper: txn.Keeper, host: Host,
+    keeper: Keeper, host: Host,
 ) -> tuple[str, str]:
     """Finish or roll back the journal's transaction; the verdict and what it means."""
     view = node.node
@@ -636,7 +637,7 @@ def _settle(
     return _rolled_back(outcome, keeper)
 
 
-def _rolled_back(outcome: Outcome, keeper: txn.Keeper) -> tuple[str, str]:
+def _rolled_back(outcome: Outcome, keeper: Keeper) -> tuple[str, str]:
     if outcome.rolled_back:
         keeper.clear()
         return "rolled back", "every file was put back as it was and containerd restarted on it"
