@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuready.containerd.files import Options
 from gpuready.rules import REGISTRY
-from gpuready.rules.context import Options
 from gpuready.rules.engine import doctor, lint_paths
 
 DATA = Path(__file__).parent / "data"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from gpuready.rules.context import Options
+from gpuready.containerd.files import Options
 from gpuready.rules.engine import doctor
 from tests.rules_support import ALL_RULES, CASES, node_sandbox, run_cli
 

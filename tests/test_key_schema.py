@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.containerd import keyschema
-from gpuready.rules.context import Options
+from gpuready.containerd.files import Options
 from gpuready.rules.engine import lint_paths
 from gpuready.rules.registry import REGISTRY
 from tests.helpers import CONTAINERD_DATA, DATA, REPO

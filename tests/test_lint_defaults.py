@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from gpuready.containerd.files import Options
 from gpuready.rules import REGISTRY
-from gpuready.rules.context import Options
 from gpuready.rules.docs import markdown
 from gpuready.rules.engine import lint_paths
 from tests.rules_support import ALL_RULES, CASES, DATA, NODE, containerd_accepts, run_cli

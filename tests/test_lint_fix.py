@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
+from gpuready.containerd.files import Options
 from gpuready.rules import REGISTRY
-from gpuready.rules.context import Options
 from gpuready.rules.engine import lint_paths
 from gpuready.textfile import BOM
 from tests.rules_support import ALL_RULES, CASES, run_cli

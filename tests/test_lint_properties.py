@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from gpuready.compat import tomllib
+from gpuready.containerd.files import FileContext, Options
 from gpuready.containerd.versions import CRI_IMAGES, CRI_PLUGIN_IDS
 from gpuready.errors import GpureadyError
 from gpuready.node import Node
 from gpuready.paths import CONTAINERD_CONFIG
 from gpuready.rules import REGISTRY
-from gpuready.rules.context import FileContext, Options
 from gpuready.rules.engine import doctor, lint_file, lint_paths
 from gpuready.rules.fix import fix_text
 

@@ -14,9 +14,9 @@ import pytest
 
 from gpuready.compat import tomllib
 from gpuready.containerd import facts
+from gpuready.containerd.files import FileContext, Options
 from gpuready.containerd.imports import load_imports, merge
 from gpuready.containerd.versions import spec_for
-from gpuready.rules.context import FileContext, Options
 from tests.helpers import LAB_BASE, require_binary
 
 pytestmark = pytest.mark.containerd

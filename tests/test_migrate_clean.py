@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from gpuready.compat import tomllib
+from gpuready.containerd.files import Options
 from gpuready.containerd.keyschema import key_paths
 from gpuready.containerd.migrate import REMOVED_PLUGINS_V3, RENAMED_PLUGINS_V3, migrate_text
 from gpuready.containerd.versions import CRI_RUNTIME
 from gpuready.errors import InputError
-from gpuready.rules.context import Options
 from gpuready.rules.engine import lint_paths
 from gpuready.rules.registry import REGISTRY
 from tests.helpers import CONTAINERD_DATA, DATA, LAB_BASE, run_cli

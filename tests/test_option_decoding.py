@@ -165,7 +165,7 @@ def test_every_row_measured_live(measured):
 
 
 def _lint(path):
-    from gpuready.rules.context import Options
+    from gpuready.containerd.files import Options
     from gpuready.rules.engine import lint_paths
     from gpuready.rules.registry import REGISTRY
 

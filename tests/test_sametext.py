@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpuready import sametext
 from gpuready.compat import tomllib
-from gpuready.rules.context import Options
+from gpuready.containerd.files import Options
 from gpuready.rules.engine import doctor
 from gpuready.rules.registry import selection
 from gpuready.textfile import without_bom

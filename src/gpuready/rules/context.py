@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gpuready.containerd import facts
-from gpuready.containerd.files import FileContext, Options, ParsedText  # noqa: F401 (rules read them here)
+from gpuready.containerd.files import FileContext, Options
 from gpuready.containerd.semantics import Semantics
 from gpuready.containerd.versions import ConfigVersion, KeyPath
 from gpuready.problems import Problem, Severity

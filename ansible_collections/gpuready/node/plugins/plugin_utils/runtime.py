@@ -221,7 +221,8 @@ class RuntimeChange:
         command line: a run that stops half way leaves a record the next run completes from.
         """
         from gpuready.changeset import check
-        from gpuready.workflow.daytwo import is_record, journal_order
+        from gpuready.containerd.record import is_record
+        from gpuready.workflow.daytwo import journal_order
 
         check(change.plans)  # the never-break gate, as the one writer runs it on the CLI
         written = []
@@ -271,7 +272,7 @@ class RuntimeChange:
 
     def files(self, change: Change, written: list) -> list[dict]:
         """Each file's outcome as the module returns it (gpuready's record left out)."""
-        from gpuready.workflow.daytwo import is_record
+        from gpuready.containerd.record import is_record
 
         done = {plan.path for plan in written}
         return [
@@ -283,7 +284,7 @@ class RuntimeChange:
 
     def diffs(self, change: Change) -> list[dict]:
         """Ansible's diff of every changed file (gpuready's own bookkeeping files left out)."""
-        from gpuready.workflow.daytwo import is_bookkeeping
+        from gpuready.containerd.record import is_bookkeeping
 
         shown = []
         for plan in change.plans:
