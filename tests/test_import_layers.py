@@ -17,6 +17,11 @@ Every module under ``src/gpuready`` is read with :mod:`ast`. An import edge is a
 
 The test asserts that the graph has no circle, and that each edge goes to a module of the same
 layer or a lower one, by the table :data:`LAYERS` below.
+
+Not counted: the ``__init__`` of a package that Python runs on the way to one of its modules.
+Their own imports are checked like any module's, and are light: ``gpuready.rules`` loads
+``rules.base`` (the Rule type) on the way to ``rules.locate``, ``gpuready.engines`` loads
+``engines.detection``; what they name as strings they load only when asked.
 """
 
 from __future__ import annotations
