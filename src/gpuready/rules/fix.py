@@ -328,7 +328,7 @@ def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool,
         with fsio.locked(path, node=node):
             text = node.read_text(path, kind=FileKind.CONFIG)
             plan, _ = plan_fix(path, text, options=options)
-            _guard_default_runtime(plan, confirmed=default_confirmed)
+            _guard_default_runtime(plan, options=options, confirmed=default_confirmed)
             if plan.changes:
                 plan = _kept_whole(plan, options, default_confirmed, containerd_version)
                 check([plan])
@@ -360,12 +360,63 @@ def _kept_whole(plan: Plan, options: Options, confirmed: bool, flag: str | None)
     return replace(kept, notes=plan.notes)
 
 
-def _guard_default_runtime(plan: Plan, *, confirmed: bool) -> None:
-    """Refuse a repair that changes what containerd decodes for the default runtime."""
+def _guard_default_runtime(plan: Plan, *, options: Options, confirmed: bool) -> None:
+    """Refuse a repair that changes what containerd decodes for the default runtime; the
+    refusal names the findings fixed there and the confirmation that lets the repair go ahead."""
     if not plan.changes or plan.before is None:
         return
     from gpuready.containerd import default_runtime
 
     before, after = _parses(without_bom(plan.before)), _parses(without_bom(plan.after))
     if before is not None and after is not None:
-        default_runtime.refuse_unconfirmed(before, after, plan.path, confirmed=confirmed)
+        fixing = ", ".join(default_runtime_findings(plan.path, plan.before, options=options))
+        default_runtime.refuse_unconfirmed(before, after, plan.path, confirmed=confirmed,
+                                           fixing=fixing)
+
+
+def default_runtime_findings(path: Path, text: str, *, options: Options) -> list[str]:
+    """The fixable findings on the default runtime's table in ``text``, each as
+    ``rule at line:column`` (every fixable finding when none is at that table: a runtime written
+    at another version's path, say)."""
+    from gpuready.containerd.default_runtime import how_it_runs
+    from gpuready.rules.engine import lint_file
+
+    file = FileContext(path, text, options=options)
+    problems = [p for p in lint_file(file, selected=FIXABLE) if p.rule in FIXABLE]
+    found = how_it_runs(file.data) if file.data is not None and file.spec is not None else None
+    if found is not None:
+        table = render_key_path(file.spec.runtime_path(found[0]))
+        on_default = [p for p in problems
+                      if p.key_path == table or p.key_path.startswith(table + ".")]
+        problems = on_default or problems
+    return [f"{p.rule} at {p.line}:{p.column}" if p.line else p.rule for p in problems]
+
+
+def fix_for_setup(path: Path, text: str, *, options: Options,
+                  confirmed: bool) -> tuple[str, str]:
+    """``text`` with every certain repair made (the ``lint --fix`` ones), and a summary of them
+    ("" when nothing changed), for ``setup`` to register the runtime on.
+
+    A repair that keeps how the default runtime runs is made (``SystemdCgroup = "true"`` to
+    ``true``: containerd decodes the boolean the string spells). One that changes it (a runc
+    option moved from runc's table, where containerd ignores it, into ``options``; a missing
+    ``runtime_type``) needs ``confirmed``: without it,
+    :class:`~gpuready.containerd.default_runtime.DefaultRuntimeFindingError` names the findings
+    and the flag, and nothing is written.
+    """
+    from gpuready.containerd import default_runtime
+
+    plan, _ = plan_fix(path, text, options=options)
+    if not plan.changes:
+        return text, ""
+    before, after = _parses(without_bom(text)), _parses(without_bom(plan.after))
+    found = default_runtime.changes(before, after) if before and after else None
+    if found is not None and not confirmed:
+        name, changed = found
+        findings = ", ".join(default_runtime_findings(path, text, options=options))
+        raise default_runtime.DefaultRuntimeFindingError(
+            f"{path}: error {findings} on the default runtime {name!r}: its fix changes how "
+            f"{name} runs ({'; '.join(changed)}), and every pod without a RuntimeClass uses "
+            f"it; nothing written. Pass {default_runtime.CONFIRMATION_FLAG} to let setup fix "
+            "it, or fix the table by hand ('gpuready lint' shows where)")
+    return plan.after, plan.summary
