@@ -122,3 +122,16 @@ def test_lint_fix_refusal_on_runcs_table_names_the_flag_and_the_flag_fixes(tmp_p
     assert "fixed: option-outside-options ×1" in fixed.out, fixed.out + fixed.err
     assert _runc(tmp_path)["options"]["SystemdCgroup"] is True
     assert "option-outside-options" not in _errors("lint", tmp_path)
+
+
+def test_a_runc_option_of_the_wrong_type_fails_setup_check_and_doctor_alike(tmp_path):
+    root = tmp_path / "node"
+    stage_fixture(root).write_text(
+        LAB_BASE.read_text().replace("SystemdCgroup = true", 'SystemdCgroup = "yes"', 1))
+    setup = run_cli("setup", "--root", str(root), "--containerd-version", "1.7")
+    assert setup.code == 1
+    assert "FAIL doctor: option-wrong-type" in setup.out
+    assert "every pod without a RuntimeClass fails" in setup.out
+    code, failed = _failed_checks(root)
+    assert code == 1 and [c["name"] for c in failed] == ["doctor: option-wrong-type"]
+    assert _errors("doctor", root) == {"option-wrong-type"}
