@@ -301,7 +301,8 @@ def _fixed(options: SetupOptions, text: str, path: Path, notes: list[str]) -> st
     checked = Options(runtime_name=options.request.name, root=options.node.root)
     fixed, summary = fix_for_setup(path, text, options=checked,
                                    confirmed=options.request.default_confirmed)
-    notes[:] = [f"{path}: fixed {summary} before registering (the "
+    verb = "would fix" if options.dry_run else "fixed"
+    notes[:] = [f"{path}: {verb} {summary} before registering (the "
                  "repairs of gpuready lint --fix)"
                 ] if summary else []
     return fixed
