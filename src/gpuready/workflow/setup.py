@@ -298,6 +298,7 @@ def _fixed(options: SetupOptions, text: str, path: Path, notes: list[str]) -> st
     from gpuready.rules.context import Options
     from gpuready.rules.fix import fix_for_setup
 
+    load_config_text(text, path)  # a file no parser should meet is refused here, as it was
     checked = Options(runtime_name=options.request.name, root=options.node.root)
     fixed, summary = fix_for_setup(path, text, options=checked,
                                    confirmed=options.request.default_confirmed)
