@@ -397,8 +397,9 @@ def default_runtime_findings(path: Path, text: str, *, options: Options,
 
 def fix_bool_strings(text: str, *, options: Options) -> str:
     """``text`` with every boolean written as a string (bool-as-string) written as the boolean
-    it spells, every other byte kept: containerd decodes the same value either way it means,
-    so no runtime changes how it runs (the string only fails when a container is created)."""
+    it spells, every other byte kept: the value the operator meant, which containerd cannot
+    take from the string (a runc option's fails when a container is created), so no runtime
+    comes to run otherwise than it was written to."""
     import tomlkit
 
     file = FileContext(Path("<fix>"), without_bom(text), options=options)

@@ -290,11 +290,12 @@ def _stage_and_register(
 
 
 def _fixed(options: SetupOptions, text: str, path: Path, notes: list[str]) -> str:
-    """``text`` with what ``lint --fix`` repairs for certain repaired, so that the config setup
-    leaves passes the checks doctor makes: the default runtime counts as much as the GPU
-    runtime. A repair that changes how the default runtime runs stops setup (exit 1, nothing
-    written) unless ``--confirm-every-pod-uses-it`` (:func:`gpuready.rules.fix.fix_for_setup`).
-    ``notes`` gets what was repaired."""
+    """``text`` with its booleans written as strings repaired (runc's ``SystemdCgroup =
+    "true"`` too: the default runtime counts as much as the GPU runtime, and the config setup
+    leaves must pass the checks doctor makes). An error on the default runtime whose repair
+    changes how it runs stops setup (exit 1, nothing written) unless
+    ``--confirm-every-pod-uses-it``, which lets every ``lint --fix`` repair be made
+    (:func:`gpuready.rules.fix.fix_for_setup`). ``notes`` gets what was repaired."""
     from gpuready.rules.context import Options
     from gpuready.rules.fix import fix_for_setup
 
