@@ -361,11 +361,12 @@ def _equals(name: str, actual: object, expected: str) -> Check:
 
 def contract_checks(
     files: NodeFiles, runtime_name: str, read: Callable[[Path], str], *,
-    containerd_version: str | None = None,
+    containerd_version: str | None = None, detection: Any = None,
 ) -> list[Check]:
     """Every check of the contract, reading each file through ``read``; the runtimes are judged
     on the node's containerd line (``containerd_version``, else as the node tells,
-    :func:`gpuready.containerd.lines.node_line`)."""
+    :func:`gpuready.containerd.lines.node_line`). ``detection``: who owns containerd
+    (:class:`gpuready.owners.detect.Detection`; None: detected here), for doctor's checks."""
     from gpuready.containerd.lines import node_line
 
     pending = check_no_transaction(files)
@@ -399,7 +400,8 @@ def contract_checks(
         checks += check_runtimeclass(manifest, config)
     checks += cdi_checks(files, read)
     checks += _toolkit_checks(files, config, read, handler=manifest.get("handler"))
-    checks += doctor_checks(files, runtime_name, read, containerd_version=containerd_version)
+    checks += doctor_checks(files, runtime_name, read, containerd_version=containerd_version,
+                            detection=detection)
     return checks
 
 
@@ -413,7 +415,7 @@ SAID_BY_THE_CONTRACT = frozenset({
 
 
 def doctor_checks(files: NodeFiles, runtime_name: str, read: Callable[[Path], str], *,
-                  containerd_version: str | None = None) -> list[Check]:
+                  containerd_version: str | None = None, detection: Any = None) -> list[Check]:
     """A failed check for each error ``doctor`` reports on the node, besides the contract's own
     checks: the default runtime counts as much as the GPU runtime (runc's ``SystemdCgroup =
     "true"`` fails every pod without a RuntimeClass), so ``check``, ``setup`` and ``doctor``
@@ -439,7 +441,8 @@ def doctor_checks(files: NodeFiles, runtime_name: str, read: Callable[[Path], st
     options.node = planned_node(files.node.root, texts)  # one node for every rule, as planned
     try:
         report = doctor(options=options, selected=frozenset(REGISTRY) - SAID_BY_THE_CONTRACT,
-                        config_path=files.config, containerd_version=containerd_version)
+                        config_path=files.config, containerd_version=containerd_version,
+                        detection=detection)
     except GpureadyError:
         return []  # the config cannot be read as containerd does: the checks above say why
     return [_doctor_check(problem) for problem in report.problems

@@ -123,7 +123,8 @@ def run_setup(options: SetupOptions) -> SetupResult:
 
         files, read = contract_view(options.detection.owner, options.node, files)
     result.checks = contract.contract_checks(files, options.request.name, read or files.read,
-                                             containerd_version=options.containerd_version)
+                                             containerd_version=options.containerd_version,
+                                             detection=options.detection)
     return result
 
 
@@ -219,7 +220,8 @@ def _run_steps(options: SetupOptions) -> SetupResult:
     _write_runtimeclass(files, staging, result, config)
     _write_report(files, staging, result, config)
     result.checks = contract.contract_checks(files, options.request.name, staging.read,
-                                             containerd_version=options.containerd_version)
+                                             containerd_version=options.containerd_version,
+                                             detection=options.detection)
     result.without_effect = _without_effect(options, files, staging)
     return result
 
