@@ -73,11 +73,12 @@ def test_every_command_gives_the_node_one_verdict(source, nodes):
     root, line = str(entry["root"]), entry["line"]
     verdicts = {}
     setup = entry["setup"]
-    if setup.code != 2:  # setup wrote the node: its own checks are a verdict
-        checks = {c["name"]: c for c in json.loads(setup.out)["checks"]}
+    document = json.loads(setup.out)
+    if "checks" in document:  # setup wrote the node: its own checks are a verdict
+        checks = {c["name"]: c for c in document["checks"]}
         verdicts["setup"] = checks["runtime nvidia registered"]["ok"]
-    else:
-        assert "nothing written" in setup.out + setup.err
+    else:  # refused (exit 2), or stopped on a finding of the default runtime (exit 1)
+        assert setup.code in (1, 2) and "nothing written" in setup.out + setup.err
     check = json.loads(run_cli("check", "--root", root, "--containerd-version", line,
                                "--format", "json").out)
     verdicts["check"] = {c["name"]: c for c in check["checks"]}["runtime nvidia registered"]["ok"]

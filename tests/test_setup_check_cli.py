@@ -168,13 +168,14 @@ def test_check_fails_and_says_what_to_fix(node: Path, case: str) -> None:
 
 def test_setup_report_says_what_is_wrong_when_a_value_cannot_be_derived(tmp_path: Path) -> None:
     base = tmp_path / "base.toml"
-    base.write_text(LAB_BASE.read_text().replace("SystemdCgroup = true", 'SystemdCgroup = "true"'))
+    # "yes" is no boolean, and no spelling of one that setup could repair (as it does "true")
+    base.write_text(LAB_BASE.read_text().replace("SystemdCgroup = true", 'SystemdCgroup = "yes"'))
     root = tmp_path / "node"
     result = run_cli("setup", "--root", str(root), "--base", str(base),
                      "--systemd-cgroup", "inherit")
     assert result.code == 1
     report = (root / "root/toolkit/report.txt").read_text().splitlines()
-    assert report[3].startswith("SYSTEMD_CGROUP=INVALID: SystemdCgroup is str 'true'")
+    assert report[3] == "SYSTEMD_CGROUP=INVALID: runtime nvidia sets no options.SystemdCgroup"
     assert "FAIL SystemdCgroup is the boolean true" in result.out
 
 

@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         checks = docker_checks(files, args.runtime_name, files.read)
     else:
         node = Node(args.root)
-        owner = common.detect_owner(args).owner
+        detection = common.detect_owner(args)
+        owner = detection.owner
         # on an owned node: the config the owner will generate, as setup reported it
         files = NodeFiles.on(node, PurePosixPath(args.toolkit_dir))
         read = files.read
@@ -73,7 +74,8 @@ def run(args: argparse.Namespace) -> int:
 
             files, read = contract_view(owner, node, files)
         checks = contract_checks(files, args.runtime_name, read,
-                                 containerd_version=args.containerd_version)
+                                 containerd_version=args.containerd_version,
+                                 detection=detection)
     ok = all(check.ok for check in checks)
     if args.format == "json":
         print(json.dumps({"status": "ok" if ok else "failed",

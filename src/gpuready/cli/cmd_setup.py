@@ -57,7 +57,8 @@ def register(subparsers) -> None:
     parser.add_argument("--base", metavar="FILE", help="the base config to start from")
     add_runtime_options(parser)
     parser.set_defaults(systemd_cgroup=None)  # not given: the node decides (true or false)
-    common.add_default_confirmation(parser, what="registering under the default runtime's name")
+    common.add_default_confirmation(parser, what="registering under the default runtime's name, or "
+                                    "a fix of the default runtime that changes how it runs")
     parser.add_argument(
         "--toolkit-dir",
         default="/root/toolkit",

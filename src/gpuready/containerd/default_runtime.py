@@ -20,7 +20,7 @@ from typing import Any
 from gpuready.containerd import facts
 from gpuready.containerd.runc_options import bool_text
 from gpuready.containerd.versions import VERSIONS
-from gpuready.errors import UsageError
+from gpuready.errors import ExitCode, GpureadyError, UsageError
 
 CONFIRMATION_FLAG = "--confirm-every-pod-uses-it"
 # (where the key lives, key): what decides how the runtime runs.
@@ -30,6 +30,13 @@ GUARDED_KEYS = (("runtime", "runtime_type"), ("options", "BinaryName"),
 
 class DefaultRuntimeChangeError(UsageError):
     """An edit would change how the default runtime runs, and nobody confirmed it."""
+
+
+class DefaultRuntimeFindingError(GpureadyError):
+    """The default runtime has a finding whose only fix changes how it runs, and nobody
+    confirmed it: a finding (exit 1), not bad input; nothing was written."""
+
+    exit_code = ExitCode.CHECK_FAILED
 
 
 def how_it_runs(data: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
@@ -75,21 +82,34 @@ def _shown(value: Any) -> str:
 
 
 def refuse_unconfirmed(before: Mapping[str, Any], after: Mapping[str, Any], path: object, *,
-                       confirmed: bool, registering: str | None = None) -> None:
+                       confirmed: bool, registering: str | None = None,
+                       fixing: str | None = None) -> None:
     """Raise :class:`DefaultRuntimeChangeError` when the edit changes the default runtime.
 
     ``registering`` is the runtime name the edit registers (``configure --runtime-name``): the
-    advice then fits a node whose default runtime already has that name.
+    advice then fits a node whose default runtime already has that name. ``fixing`` names the
+    findings a repair fixes (``lint --fix``): nothing is registered then, and the advice is the
+    confirmation that lets the repair go ahead.
     """
     found = changes(before, after)
     if found is None or confirmed:
         return
     name, changed = found
+    how = (fix_advice(fixing) if fixing is not None
+           else advice(before, name, registering=registering))
     raise DefaultRuntimeChangeError(
         f"{path}: refusing to change how the default runtime {name!r} runs "
         f"({'; '.join(changed)}): every pod without a RuntimeClass uses it; nothing written. "
-        + advice(before, name, registering=registering)
+        + how
     )
+
+
+def fix_advice(fixing: str) -> str:
+    """What to do about a repair of the default runtime (``fixing``: its findings) that changes
+    how it runs: confirm it, or edit the table by hand."""
+    found = f" ({fixing})" if fixing else ""
+    return (f"The fix{found} changes how every pod without a RuntimeClass runs: pass "
+            f"{CONFIRMATION_FLAG} to apply it, or change the default runtime's table by hand")
 
 
 NVIDIA_NAME = "nvidia"  # the name gpuready registers the NVIDIA runtime under by default

@@ -328,7 +328,7 @@ def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool,
         with fsio.locked(path, node=node):
             text = node.read_text(path, kind=FileKind.CONFIG)
             plan, _ = plan_fix(path, text, options=options)
-            _guard_default_runtime(plan, confirmed=default_confirmed)
+            _guard_default_runtime(plan, options=options, confirmed=default_confirmed)
             if plan.changes:
                 plan = _kept_whole(plan, options, default_confirmed, containerd_version)
                 check([plan])
@@ -360,12 +360,103 @@ def _kept_whole(plan: Plan, options: Options, confirmed: bool, flag: str | None)
     return replace(kept, notes=plan.notes)
 
 
-def _guard_default_runtime(plan: Plan, *, confirmed: bool) -> None:
-    """Refuse a repair that changes what containerd decodes for the default runtime."""
+def _guard_default_runtime(plan: Plan, *, options: Options, confirmed: bool) -> None:
+    """Refuse a repair that changes what containerd decodes for the default runtime; the
+    refusal names the findings fixed there and the confirmation that lets the repair go ahead."""
     if not plan.changes or plan.before is None:
         return
     from gpuready.containerd import default_runtime
 
     before, after = _parses(without_bom(plan.before)), _parses(without_bom(plan.after))
     if before is not None and after is not None:
-        default_runtime.refuse_unconfirmed(before, after, plan.path, confirmed=confirmed)
+        fixing = ", ".join(default_runtime_findings(plan.path, plan.before, options=options))
+        default_runtime.refuse_unconfirmed(before, after, plan.path, confirmed=confirmed,
+                                           fixing=fixing)
+
+
+def default_runtime_findings(path: Path, text: str, *, options: Options,
+                             errors_only: bool = False) -> list[str]:
+    """The fixable findings on the default runtime's table in ``text``, each as
+    ``rule at line:column`` (every fixable finding when none is at that table: a runtime written
+    at another version's path, say); ``errors_only``: the error-level ones alone."""
+    from gpuready.containerd.default_runtime import how_it_runs
+    from gpuready.problems import Severity
+    from gpuready.rules.engine import lint_file
+
+    file = FileContext(path, text, options=options)
+    problems = [p for p in lint_file(file, selected=FIXABLE) if p.rule in FIXABLE
+                and (p.severity is Severity.ERROR or not errors_only)]
+    found = how_it_runs(file.data) if file.data is not None and file.spec is not None else None
+    if found is not None:
+        table = render_key_path(file.spec.runtime_path(found[0]))
+        on_default = [p for p in problems
+                      if p.key_path == table or p.key_path.startswith(table + ".")]
+        problems = on_default or problems
+    return [f"{p.rule} at {p.line}:{p.column}" if p.line else p.rule for p in problems]
+
+
+def fix_bool_strings(text: str, *, options: Options) -> str:
+    """``text`` with every boolean written as a string (bool-as-string) written as the boolean
+    it spells, every other byte kept: the value the operator meant, which containerd cannot
+    take from the string (a runc option's fails when a container is created), so no runtime
+    comes to run otherwise than it was written to."""
+    import tomlkit
+
+    file = FileContext(Path("<fix>"), without_bom(text), options=options)
+    if file.data is None or file.spec is None:
+        return text
+    major = 2 if (file.version or 1) >= 3 else 1
+    paths = find_bool_strings(file.data, file.spec, major=major)
+    if not paths:
+        return text
+    doc = tomlkit.parse(without_bom(text))
+    for path in paths:
+        _set(doc, path, bool_text(facts.lookup(file.data, path)))
+    candidate = doc.as_string()
+    return text if _parses(candidate) is None else restyle(text, candidate)
+
+
+def fix_for_setup(path: Path, text: str, *, options: Options,
+                  confirmed: bool) -> tuple[str, str]:
+    """``text`` repaired for ``setup`` to register the runtime on, and a summary of the
+    repairs ("" when none).
+
+    Booleans written as strings are always repaired (``SystemdCgroup = "true"`` to ``true``):
+    containerd decodes the boolean the string spells, so the default runtime keeps running as it
+    does. Where an error-level finding on the default runtime remains whose repair changes how
+    it runs (a runc option moved from runc's table, where containerd ignores it, into
+    ``options``; a missing ``runtime_type``), every ``lint --fix`` repair is made with
+    ``confirmed``; without it :class:`~gpuready.containerd.default_runtime.
+    DefaultRuntimeFindingError` names the findings and the flag, and nothing is written.
+    """
+    from gpuready.containerd import default_runtime
+
+    spelled = fix_bool_strings(text, options=options)
+    plan, _ = plan_fix(path, spelled, options=options)
+    before, after = _parses(without_bom(spelled)), _parses(without_bom(plan.after))
+    found = default_runtime.changes(before, after) if plan.changes and before and after else None
+    errors = (default_runtime_findings(path, spelled, options=options, errors_only=True)
+              if found is not None else [])
+    if errors and not confirmed:
+        name, changed = found
+        raise default_runtime.DefaultRuntimeFindingError(
+            f"{path}: error {', '.join(errors)} on the default runtime {name!r}: its fix changes "
+            f"how {name} runs ({'; '.join(changed)}), and every pod without a RuntimeClass uses "
+            f"it; nothing written. Pass {default_runtime.CONFIRMATION_FLAG} to let setup fix "
+            "it, or fix the table by hand ('gpuready lint' shows where)")
+    final = plan.after if errors else spelled
+    if final == text:
+        return text, ""
+    return final, _fixed_summary(path, text, final, options=options)
+
+
+def _fixed_summary(path: Path, before: str, after: str, *, options: Options) -> str:
+    """The fixable findings of ``before`` that ``after`` no longer has: ``rule ×count, ...``."""
+    from gpuready.rules.engine import lint_file
+
+    def found(text: str) -> Counter:
+        return _fixable_counts(lint_file(FileContext(path, text, options=options),
+                                         selected=FIXABLE))
+
+    fixed = found(before) - found(after)
+    return ", ".join(f"{rule} ×{count}" for rule, count in sorted(fixed.items()))

@@ -164,15 +164,94 @@ class BoolAsString(Rule):
     def check(self, ctx: FileContext) -> Iterator[Problem]:
         if ctx.data is None or ctx.spec is None:
             return
+        default = ctx.spec.runtime_path(facts.default_runtime_name(ctx.data, ctx.spec))
         for path in bool_strings(ctx.data, ctx.spec, major=_semantics_major(ctx)):
             value = facts.lookup(ctx.data, path)
             literal = "true" if bool_text(value) else "false"
+            everyone = (f"; {default[-1]} is the default runtime: every pod without a "
+                        "RuntimeClass fails" if path[:len(default)] == default else "")
             yield ctx.report(
                 self,
                 f"{path[-1]} is the string {value!r}, not a boolean: containerd fails when a "
-                "container is created",
+                f"container is created{everyone}",
                 path,
                 fix=f"write {path[-1]} = {literal} without quotes (gpuready lint --fix)",
+            )
+
+
+TYPE_WORDS = {bool: "a boolean", str: "a string", int: "an integer"}
+
+
+def wrong_types(data: Mapping[str, Any], spec: ConfigVersion, *,
+                major: int) -> list[tuple[KeyPath, str, Any, type]]:
+    """The runc options of a registered runc runtime whose value containerd cannot decode into
+    the option's field: ``(path, runtime, value, field type)``. A boolean written as the string
+    "true"/"false" is :class:`BoolAsString`'s; an option's spelling is the spelling rules'."""
+    found = []
+    for name, entry in facts.runtimes(data, spec).items():
+        if not isinstance(entry, Mapping) or not is_runc(entry):
+            continue
+        for key, value in facts.runtime_options(entry).items():
+            field = canonical_option(key, major=major)
+            if field is None or decoding.spelling(key, field) is Spelling.SNAKE:
+                continue
+            expected = known_options(major=major)[field]
+            if expected is bool and bool_text(value) is not None:
+                continue
+            if isinstance(value, expected) and (expected is bool or not isinstance(value, bool)):
+                continue
+            found.append(((*spec.options_path(name), key), name, value, expected))
+    return found
+
+
+class OptionWrongType(Rule):
+    """A runc option of the wrong type (`SystemdCgroup = "yes"`, `BinaryName = 5`).
+
+    ## What it does
+    Reports a runc option of a registered runc runtime whose value is not of its field's type:
+    `SystemdCgroup`, `NoPivotRoot` and `NoNewKeyring` are booleans, `BinaryName`, `Root` and
+    the other paths strings, `IoUid` and `IoGid` integers. A boolean written as the string
+    `"true"` or `"false"` is bool-as-string's.
+
+    ## Why is this bad?
+    containerd loads the file and cannot decode the options only when a container is created,
+    so every container of that runtime fails while the node looks healthy. On the default
+    runtime (runc) that is every pod without a RuntimeClass.
+
+    ## Example
+    ```toml
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      SystemdCgroup = "yes"
+    ```
+
+    ## Use instead
+    ```toml
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      SystemdCgroup = true
+    ```
+
+    ## Fix
+    Write the value as the option's type. No certain repair exists: say what you mean.
+    """
+
+    name = "option-wrong-type"
+    severity = Severity.ERROR
+    scope = Scope.FILE
+
+    def check(self, ctx: FileContext) -> Iterator[Problem]:
+        if ctx.data is None or ctx.spec is None:
+            return
+        default = facts.default_runtime_name(ctx.data, ctx.spec)
+        for path, name, value, expected in wrong_types(ctx.data, ctx.spec,
+                                                       major=_semantics_major(ctx)):
+            everyone = (f"; {name} is the default runtime: every pod without a RuntimeClass "
+                        "fails" if name == default else "")
+            yield ctx.report(
+                self,
+                f"runtime {name!r}: {path[-1]} is {value!r}, not {TYPE_WORDS[expected]}: "
+                f"containerd fails when a container is created{everyone}",
+                path,
+                fix=f"write {path[-1]} as {TYPE_WORDS[expected]}",
             )
 
 
@@ -764,6 +843,7 @@ class SystemdCgroupWithoutSystemd(Rule):
 # The rules this module defines, in the order the catalogue lists them.
 RULES = (
     BoolAsString(),
+    OptionWrongType(),
     OptionOutsideOptions(),
     OptionSpelling(),
     OptionSpelledTwice(),

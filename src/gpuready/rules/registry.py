@@ -41,6 +41,7 @@ CATALOGUE: tuple[tuple[str, Scope, str], ...] = (
     ("runtime-type-missing", Scope.CONFIG, _RUNTIMES),
     ("runtime-type-deprecated", Scope.FILE, _RUNTIMES),
     ("bool-as-string", Scope.FILE, _OPTIONS),
+    ("option-wrong-type", Scope.FILE, _OPTIONS),
     ("option-outside-options", Scope.FILE, _OPTIONS),
     ("option-spelling", Scope.FILE, _OPTIONS),
     ("option-spelled-twice", Scope.FILE, _OPTIONS),

@@ -361,11 +361,12 @@ def _equals(name: str, actual: object, expected: str) -> Check:
 
 def contract_checks(
     files: NodeFiles, runtime_name: str, read: Callable[[Path], str], *,
-    containerd_version: str | None = None,
+    containerd_version: str | None = None, detection: Any = None,
 ) -> list[Check]:
     """Every check of the contract, reading each file through ``read``; the runtimes are judged
     on the node's containerd line (``containerd_version``, else as the node tells,
-    :func:`gpuready.containerd.lines.node_line`)."""
+    :func:`gpuready.containerd.lines.node_line`). ``detection``: who owns containerd
+    (:class:`gpuready.owners.detect.Detection`; None: detected here), for doctor's checks."""
     from gpuready.containerd.lines import node_line
 
     pending = check_no_transaction(files)
@@ -399,7 +400,61 @@ def contract_checks(
         checks += check_runtimeclass(manifest, config)
     checks += cdi_checks(files, read)
     checks += _toolkit_checks(files, config, read, handler=manifest.get("handler"))
+    checks += doctor_checks(files, runtime_name, read, containerd_version=containerd_version,
+                            detection=detection)
     return checks
+
+
+# doctor's findings that a contract check above already gives, with the same verdict: each is
+# said once, by the contract's own check.
+SAID_BY_THE_CONTRACT = frozenset({
+    "toml-syntax", "transaction-pending", "runtime-not-registered", "default-runtime-missing",
+    "cri-disabled", "cgroup-driver-mismatch", "systemd-cgroup-without-systemd",
+    "handler-mismatch", "handler-invalid", "cdi-spec-invalid",
+})
+
+
+def doctor_checks(files: NodeFiles, runtime_name: str, read: Callable[[Path], str], *,
+                  containerd_version: str | None = None, detection: Any = None) -> list[Check]:
+    """A failed check for each error ``doctor`` reports on the node, besides the contract's own
+    checks: the default runtime counts as much as the GPU runtime (runc's ``SystemdCgroup =
+    "true"`` fails every pod without a RuntimeClass), so ``check``, ``setup`` and ``doctor``
+    give one verdict. Each check is named after doctor's rule. No check when doctor finds no
+    error (the count of checks on a sound node stays the contract's).
+
+    The config and the CDI spec are read through ``read`` (what ``setup`` is about to write, or
+    the config an owner will generate); the rest of the node from disk.
+    """
+    from gpuready.containerd.gate import planned_node
+    from gpuready.errors import GpureadyError
+    from gpuready.rules.context import Options
+    from gpuready.rules.engine import doctor
+    from gpuready.rules.registry import REGISTRY
+
+    texts: dict[Path, str | None] = {}
+    for path in (files.config, files.cdi_spec):
+        try:
+            texts[path] = read(path)
+        except InputError:
+            continue  # doctor reads it as the node has it, and the contract's check says why
+    options = Options(runtime_name=runtime_name, root=files.node.root)
+    options.node = planned_node(files.node.root, texts)  # one node for every rule, as planned
+    try:
+        report = doctor(options=options, selected=frozenset(REGISTRY) - SAID_BY_THE_CONTRACT,
+                        config_path=files.config, containerd_version=containerd_version,
+                        detection=detection)
+    except GpureadyError:
+        return []  # the config cannot be read as containerd does: the checks above say why
+    return [_doctor_check(problem) for problem in report.problems
+            if problem.severity is Severity.ERROR]
+
+
+def _doctor_check(problem) -> Check:
+    """One of doctor's errors (:class:`gpuready.problems.Problem`) as a failed check."""
+    where = problem.file + (f":{problem.line}:{problem.column}" if problem.line else "")
+    return Check(f"doctor: {problem.rule}", False,
+                 f"{where}: error {problem.rule}: {problem.message}",
+                 problem.fix or f"run 'gpuready rules {problem.rule}'")
 
 
 def check_no_transaction(files: NodeFiles) -> list[Check]:

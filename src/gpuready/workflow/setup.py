@@ -123,7 +123,8 @@ def run_setup(options: SetupOptions) -> SetupResult:
 
         files, read = contract_view(options.detection.owner, options.node, files)
     result.checks = contract.contract_checks(files, options.request.name, read or files.read,
-                                             containerd_version=options.containerd_version)
+                                             containerd_version=options.containerd_version,
+                                             detection=options.detection)
     return result
 
 
@@ -219,7 +220,8 @@ def _run_steps(options: SetupOptions) -> SetupResult:
     _write_runtimeclass(files, staging, result, config)
     _write_report(files, staging, result, config)
     result.checks = contract.contract_checks(files, options.request.name, staging.read,
-                                             containerd_version=options.containerd_version)
+                                             containerd_version=options.containerd_version,
+                                             detection=options.detection)
     result.without_effect = _without_effect(options, files, staging)
     return result
 
@@ -242,6 +244,7 @@ def _stage_and_register(
                        release=told.release)
     origin_path = options.base or files.config
     cgroupfs_notes: list[str] = []
+    fixed_notes: list[str] = []
 
     def compute(current: str | None) -> Plan:
         text = current if base.keeps_existing and current is not None else base.text
@@ -250,6 +253,7 @@ def _stage_and_register(
             if on_cgroupfs != text:
                 cgroupfs_notes[:] = [BASE_ON_CGROUPFS]
             text = on_cgroupfs
+        text = _fixed(options, text, origin_path, fixed_notes)
         request = ConfigureRequest(options.request, enable_cri=options.enable_cri)
         planned = plan_configure(load_config_text(text, origin_path), request)
         plan = Plan(files.config, current, planned.after, planned.summary, planned.notes)
@@ -269,6 +273,7 @@ def _stage_and_register(
     # The cgroup verdict is a check of its own (the same as doctor's), not a note.
     result.notes.extend(n for n in plan.notes if not n.startswith(CGROUP_NOTE))
     result.notes.extend(cgroupfs_notes)
+    result.notes.extend(fixed_notes)
     staged = _staged(base, plan, dry_run=options.dry_run)
     result.steps.append(Step(1, "base config", files.config, staged))
     result.steps.append(Step(2, "runtime section", files.config,
@@ -284,6 +289,27 @@ def _stage_and_register(
     )
     result.steps.append(Step(3, "runtime options", files.config, written or "none"))
     return config
+
+
+def _fixed(options: SetupOptions, text: str, path: Path, notes: list[str]) -> str:
+    """``text`` with its booleans written as strings repaired (runc's ``SystemdCgroup =
+    "true"`` too: the default runtime counts as much as the GPU runtime, and the config setup
+    leaves must pass the checks doctor makes). An error on the default runtime whose repair
+    changes how it runs stops setup (exit 1, nothing written) unless
+    ``--confirm-every-pod-uses-it``, which lets every ``lint --fix`` repair be made
+    (:func:`gpuready.rules.fix.fix_for_setup`). ``notes`` gets what was repaired."""
+    from gpuready.rules.context import Options
+    from gpuready.rules.fix import fix_for_setup
+
+    load_config_text(text, path)  # a file no parser should meet is refused here, as it was
+    checked = Options(runtime_name=options.request.name, root=options.node.root)
+    fixed, summary = fix_for_setup(path, text, options=checked,
+                                   confirmed=options.request.default_confirmed)
+    verb = "would fix" if options.dry_run else "fixed"
+    notes[:] = [f"{path}: {verb} {summary} before registering (the "
+                 "repairs of gpuready lint --fix)"
+                ] if summary else []
+    return fixed
 
 
 def _register_for_owner(
