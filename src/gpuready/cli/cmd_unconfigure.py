@@ -50,6 +50,7 @@ def register(subparsers) -> None:
     from gpuready.cli.common import add_docker_address, add_engine
 
     common.add_root_and_config(parser)
+    common.add_distribution(parser)
     common.add_runtime_name(parser)
     add_engine(parser)
     add_docker_address(parser)
@@ -81,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
         return unconfigure_units(args, engine_cli.unconfigure(args, engine))
     if args.reload:
         raise UsageError("--reload is for --engine docker: use --restart for containerd")
+    owned = owned_targets(args)
+    if owned is not None:
+        return unconfigure_units(args, unconfigure_owned(args, *owned))
     node = daytwo.node_config(args)
     daytwo.finish_pending(args, node.config)
     record = load_record(node.config, node=node.node)
@@ -111,6 +115,78 @@ def run(args: argparse.Namespace) -> int:
     if not plans and args.format != "json":
         print(report["summary"])
     return unconfigure_units(args, 0)
+
+
+def owned_targets(args: argparse.Namespace):
+    """On a node whose containerd belongs to an owner (k3s, RKE2, k0s, MicroK8s...): the owner's
+    detection and the files gpuready kept a record for, found through the owner table as
+    ``configure`` writes them (``--config`` naming one of the owner's inputs: that file). None
+    where ``unconfigure`` works on containerd's own config, as for plain containerd."""
+    from pathlib import Path
+
+    from gpuready.node import Node
+    from gpuready.owners.records import is_owner_input, recorded_targets
+    from gpuready.owners.table import EditKind
+
+    node = Node(args.root)
+    detection = common.detect_owner(args)
+    owner = detection.owner
+    if args.config:
+        config = Path(args.config)
+        return (detection, [config]) if is_owner_input(config, owner, node) else None
+    if owner.edit is EditKind.IN_PLACE:
+        return None
+    return detection, recorded_targets(owner, node)
+
+
+def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
+    """Take back what the records beside ``targets`` say gpuready wrote: an owner's input (a
+    template, a drop-in) gets its original bytes back, or goes with the folders gpuready created
+    for it; a config containerd reads as it is (``--force``, ``--config``) is judged by the
+    never-break gate as ever. The owner applies the change at its next start."""
+    from gpuready.changeset import check, locked_all
+    from gpuready.cli import daytwo
+    from gpuready.containerd.record import load_record
+    from gpuready.errors import UsageError
+    from gpuready.node import Node
+    from gpuready.owners.records import is_owner_input, owner_inputs
+    from gpuready.workflow.daytwo import NodeConfig, plan_unconfigure_node, write
+
+    owner = detection.owner
+    if args.restart:
+        raise UsageError(f"--restart works on containerd's own config; {owner.name} applies "
+                         f"this change at its next start ({owner.apply})")
+    node = Node(args.root)
+    plans, written = [], []
+    for path in targets:
+        if is_owner_input(path, owner, node):
+            config = NodeConfig(path, node.root, major=1)  # not read by containerd as it is
+        else:
+            config = daytwo.node_config(argparse.Namespace(**{**vars(args), "config": str(path)}))
+            daytwo.finish_pending(args, path)
+        record = load_record(path, node=node) or {}
+        from pathlib import Path
+
+        with locked_all([path, *(Path(name) for name in record.get("files", {}))], node=node):
+            planned = plan_unconfigure_node(config)
+            if args.dry_run:
+                check(planned)  # the never-break gate's verdict, as a real run would meet it
+            written += [] if args.dry_run else write(planned, node=config)
+        plans += planned
+    report = daytwo.report(plans, written, dry_run=args.dry_run)
+    report["owner"] = owner.name
+    if not plans:
+        shown = ", ".join(str(path) for path in owner_inputs(owner, node)) or str(
+            node.path(owner.config))
+        report["summary"] = f"nothing recorded for {shown}: nothing to remove"
+        report["file"] = shown
+    elif any(plan.changes and is_owner_input(plan.path, owner, node) for plan in plans):
+        report["notes"].append(f"{owner.name} reads the change at its next start, until then "
+                               f"{owner.config} keeps what it has: {owner.apply}")
+    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    if not plans and args.format != "json":
+        print(report["summary"])
+    return 0
 
 
 def unconfigure_units(args: argparse.Namespace, code: int) -> int:
