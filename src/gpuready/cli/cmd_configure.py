@@ -224,7 +224,7 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
     from gpuready.owners.configure import plan_for_owner
-    from gpuready.owners.records import whole_files
+    from gpuready.owners.records import view_for
     from gpuready.owners.table import EditKind
     from gpuready.workflow.daytwo import NodeConfig, plan_record, write
 
@@ -251,8 +251,8 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
             owned = owned._replace(plan=plans[0], notes=(*owned.notes, *added))
         if plans:  # the record beside the file written, where unconfigure finds it
             plans.append(plan_record(target, plans, request=request, drop_in=None,
-                                     whole=whole_files(detection.owner, plans),
-                                     folders=not in_place))
+                                     folders=not in_place,
+                                     view=None if in_place else view_for(detection.owner)))
         if args.dry_run:
             check(plans)  # the verdict a real run would meet
         written = [] if args.dry_run else write(plans, node=target)

@@ -144,12 +144,16 @@ def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
     template, a drop-in) gets its original bytes back, or goes with the folders gpuready created
     for it; a config containerd reads as it is (``--force``, ``--config``) is judged by the
     never-break gate as ever. The owner applies the change at its next start."""
+    from functools import partial
+    from pathlib import Path
+
     from gpuready.changeset import check, locked_all
     from gpuready.cli import daytwo
     from gpuready.containerd.record import load_record
+    from gpuready.containerd.unconfigure import plan_unconfigure
     from gpuready.errors import UsageError
     from gpuready.node import Node
-    from gpuready.owners.records import is_owner_input, owner_inputs
+    from gpuready.owners.records import is_owner_input, owner_inputs, remover_for
     from gpuready.workflow.daytwo import NodeConfig, plan_unconfigure_node, write
 
     owner = detection.owner
@@ -161,14 +165,14 @@ def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
     for path in targets:
         if is_owner_input(path, owner, node):
             config = NodeConfig(path, node.root, major=1)  # not read by containerd as it is
+            planner = partial(plan_unconfigure, path, node=node, remove=remover_for(owner))
         else:
             config = daytwo.node_config(argparse.Namespace(**{**vars(args), "config": str(path)}))
             daytwo.finish_pending(args, path)
+            planner = partial(plan_unconfigure_node, config)
         record = load_record(path, node=node) or {}
-        from pathlib import Path
-
         with locked_all([path, *(Path(name) for name in record.get("files", {}))], node=node):
-            planned = plan_unconfigure_node(config)
+            planned = planner()
             if args.dry_run:
                 check(planned)  # the never-break gate's verdict, as a real run would meet it
             written += [] if args.dry_run else write(planned, node=config)

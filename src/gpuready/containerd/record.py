@@ -53,7 +53,7 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -286,6 +286,7 @@ def record_changes(
     drop_in: Path | None = None,
     whole: Collection[Path] = (),
     node: Node | None = None,
+    view: Callable[[Plan], Plan] | None = None,
 ) -> dict[str, Any]:
     """The record after ``plans`` are written: ``previous`` (kept where it already says what
     a setting was before gpuready) plus what these plans add.
@@ -293,6 +294,8 @@ def record_changes(
     A plan whose path is in ``whole`` is recorded as a ``whole_file``, without settings. Given
     the ``node`` the plans are written on (before they are), a file gpuready creates records
     the folders writing it creates (:func:`created_folders`), for ``unconfigure`` to remove.
+    ``view`` gives the plan whose texts are read for the settings (an owner's template that is
+    not TOML as a whole: its TOML part); the hashes are always those of the files' own text.
     """
     record: dict[str, Any] = json.loads(json.dumps(previous)) if previous else {
         "format": FORMAT, "config": str(main), "files": {}, "settings": []
@@ -314,7 +317,7 @@ def record_changes(
             entry["whole_file"] = True
             continue
         known = {(s["file"], s["kind"], s.get("name")) for s in record["settings"]}
-        for setting in settings_added(plan, runtime_name=runtime_name):
+        for setting in settings_added(view(plan) if view else plan, runtime_name=runtime_name):
             if entry["original"] is None and setting["kind"] != "runtime":
                 continue  # a file gpuready created is its own; the runtime is what it is for
             if (key, setting["kind"], setting.get("name")) not in known:

@@ -6,10 +6,10 @@ template, a k0s drop-in), never the config the owner generates; the record of wh
 (:mod:`gpuready.containerd.record`) sits beside that input, so ``unconfigure --root R`` finds it
 by asking the owner table where the inputs are, exactly as ``configure`` and ``doctor`` do.
 
-A k3s/RKE2 template that includes the owner's base config is not TOML (its ``{{ template "base"
-. }}`` line): it is recorded as a whole file, so ``unconfigure`` gives back its original bytes
-(or removes a template gpuready created) while it still holds what gpuready wrote, and leaves it
-as it is once it was edited since.
+A k3s/RKE2 template that includes the owner's base config is not TOML as a whole (its
+``{{ template "base" . }}`` line): its settings are recorded, and taken out again, from the TOML
+after that line, read as a config of the template's version (:func:`config_view`). Unchanged
+since gpuready wrote it, it gets its original bytes back (or goes, when gpuready created it).
 """
 
 from __future__ import annotations
@@ -58,10 +58,48 @@ def recorded_targets(owner: Owner, node: Node) -> list[Path]:
     return list(found)
 
 
-def whole_files(owner: Owner, plans: list[Plan]) -> tuple[Path, ...]:
-    """The plans' files to record as whole files: a k3s/RKE2 template with Go actions, whose
-    text is not TOML (see the module's docstring)."""
-    if owner.edit is not EditKind.GO_TEMPLATE:
-        return ()
-    return tuple(plan.path for plan in plans
-                 if any("{{" in (text or "") for text in (plan.before, plan.after)))
+def config_view(path: Path, text: str | None) -> str | None:
+    """A k3s/RKE2 template's TOML as a config: the part after ``{{ template "base" . }}``
+    with the version line of the template's version; any other text as it is."""
+    from gpuready.owners.template import BASE_ACTION, parse_template
+
+    if text is None or not BASE_ACTION.search(text):
+        return text
+    from gpuready.owners.configure import template_version
+
+    return f"version = {template_version(path)}\n" + parse_template(text, path).body
+
+
+def template_view(plan: Plan) -> Plan:
+    """``plan`` with its texts as :func:`config_view` reads them (for the record's settings)."""
+    return Plan(plan.path, config_view(plan.path, plan.before), config_view(plan.path, plan.after),
+                plan.summary)
+
+
+def remove_from_template(path: Path, text: str, settings: list) -> str:
+    """``text`` without gpuready's recorded settings: in a template with the base action, taken
+    out of the TOML after it (every other byte kept); any other text as a config."""
+    from gpuready.containerd.unconfigure import remove_settings
+    from gpuready.errors import InputError
+    from gpuready.owners.template import parse_template
+
+    template = parse_template(text, path)
+    if not template.has_base:
+        return remove_settings(path, text, settings)
+    view = config_view(path, text)
+    header = view[: len(view) - len(template.body)]
+    after = remove_settings(path, view, settings)
+    if not after.startswith(header):
+        raise InputError(path, "cannot take gpuready's settings out of the template safely; "
+                         "nothing written")
+    return template.text(after[len(header):])
+
+
+def view_for(owner: Owner):
+    """How the record reads the plans' texts for ``owner`` (None: as they are)."""
+    return template_view if owner.edit is EditKind.GO_TEMPLATE else None
+
+
+def remover_for(owner: Owner):
+    """How ``unconfigure`` takes settings out of ``owner``'s input (None: as from a config)."""
+    return remove_from_template if owner.edit is EditKind.GO_TEMPLATE else None
