@@ -195,3 +195,17 @@ def test_doctor_after_unconfigure_names_the_restart_that_takes_the_runtime_out(t
     result = run_cli("doctor", "--root", str(root), "--containerd-version", "2.1")
     assert "error config-regenerated" in result.out, result.out
     assert "restart k3s so that it goes now: systemctl restart k3s" in result.out
+
+
+@pytest.mark.parametrize("fixture", [*OWNED, "kubespray"])
+def test_setup_then_unconfigure_gives_back_every_file_byte_for_byte(fixture, tmp_path):
+    """setup on an owned node writes the owner's input and the contract's files (CDI spec,
+    RuntimeClass, toolkit files); its record sits beside the owner's input (beside
+    /etc/containerd/config.toml where it writes none), so unconfigure --root takes all back."""
+    root = node(tmp_path, fixture)
+    before = tree(root)
+    setup = run_cli("setup", "--root", str(root), "--gpus", "1")
+    assert "etc/cdi/nvidia.yaml" in changed(before, tree(root)), setup.out + setup.err
+    undone = run_cli("unconfigure", "--root", str(root))
+    assert undone.code == 0, undone.out + undone.err
+    assert changed(before, tree(root)) == [], undone.out
