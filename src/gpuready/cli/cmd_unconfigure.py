@@ -11,6 +11,9 @@ DESCRIPTION = """\
 Remove exactly what 'gpuready configure' or 'gpuready setup' added, as the record beside the
 config says (<config>.gpuready.json): the runtime table, the drop-in, the imports entry, enable_cdi
 and cdi_spec_dirs if it set them; a default_runtime_name it changed gets its old value back.
+On a node whose containerd belongs to an owner (k3s, RKE2, k0s, MicroK8s) the record is beside
+the file they wrote for it (a template, a k0s drop-in), found through the same owner detection
+as theirs (--distribution overrides it); the owner applies the change at its next start.
 The files setup wrote (a config it created from a base, the CDI spec, runtimeclass.yaml, the
 toolkit files) are removed, or get their original back, while they still hold what gpuready
 wrote; one edited since is left as it is, and the output says so.
