@@ -209,3 +209,12 @@ def test_setup_then_unconfigure_gives_back_every_file_byte_for_byte(fixture, tmp
     undone = run_cli("unconfigure", "--root", str(root))
     assert undone.code == 0, undone.out + undone.err
     assert changed(before, tree(root)) == [], undone.out
+
+
+def test_unconfigure_restart_on_an_owners_input_is_refused_before_anything_changes(tmp_path):
+    root = node(tmp_path, "k3s")
+    assert run_cli("configure", "--root", str(root)).code == 0
+    configured = tree(root)
+    result = run_cli("unconfigure", "--root", str(root), "--restart")
+    assert result.code == 2 and "systemctl restart k3s" in result.err, result.out + result.err
+    assert tree(root) == configured

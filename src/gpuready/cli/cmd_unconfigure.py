@@ -125,21 +125,27 @@ def owned_targets(args: argparse.Namespace):
     detection and the files gpuready kept a record for, found through the owner table as
     ``configure`` writes them (``--config`` naming one of the owner's inputs: that file). None
     where ``unconfigure`` works on containerd's own config, as for plain containerd."""
+    import os
     from pathlib import Path
 
     from gpuready.node import Node
     from gpuready.owners.records import is_owner_input, recorded_targets
     from gpuready.owners.table import EditKind
+    from gpuready.paths import CONTAINERD_CONFIG
 
     node = Node(args.root)
     detection = common.detect_owner(args)
     owner = detection.owner
     if args.config:
-        config = Path(args.config)
+        config = Path(os.path.abspath(args.config))
         return (detection, [config]) if is_owner_input(config, owner, node) else None
     if owner.edit is EditKind.IN_PLACE:
         return None
-    return detection, recorded_targets(owner, node)
+    targets = recorded_targets(owner, node)
+    default = node.path(CONTAINERD_CONFIG)
+    if set(targets) <= {default} and node.lexists(default):
+        return None  # containerd's own config (kubespray's, edited with --force): as ever
+    return detection, targets
 
 
 def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
@@ -160,10 +166,10 @@ def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
     from gpuready.workflow.daytwo import NodeConfig, plan_unconfigure_node, write
 
     owner = detection.owner
+    node = Node(args.root)
     if args.restart:
         raise UsageError(f"--restart works on containerd's own config; {owner.name} applies "
                          f"this change at its next start ({owner.apply})")
-    node = Node(args.root)
     plans, written = [], []
     for path in targets:
         if is_owner_input(path, owner, node):
