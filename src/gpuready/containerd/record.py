@@ -33,6 +33,11 @@ A record is data, never an instruction: :func:`load_record` checks its schema an
 each path is the main config or lies inside the root, is absolute and not gpuready's own backup
 or record, and refuses any other record with the reason, before anything is touched.
 
+On a node whose containerd belongs to an owner (k3s, RKE2, k0s, MicroK8s) the main file is the
+owner's input that ``configure`` or ``setup`` wrote (a template, a k0s drop-in): the record sits
+beside it, where ``unconfigure`` finds it through the owner table
+(:mod:`gpuready.owners.records`).
+
 ``configure`` records the config (and drop-in) it edits; ``setup`` records the same for the
 config, and each other file it writes (the CDI spec, the RuntimeClass manifest, the toolkit
 files) as a ``whole_file``: a file with no settings of gpuready's inside, so ``unconfigure``
