@@ -218,9 +218,10 @@ def test_configure_then_doctor_on_k3s_reports_a_stale_render_until_restart(tmp_p
     root = node(tmp_path, "k3s")
     assert run_cli("configure", "--root", str(root)).code == 0
     result = run_cli("doctor", "--root", str(root), "--containerd-version", "1.6.20")
-    assert "warning owner-template-stale: config.toml.tmpl registers runtime 'nvidia'" in (
+    assert "error owner-template-stale: config.toml.tmpl registers runtime 'nvidia'" in (
         result.out)
-    assert "systemctl restart k3s" in result.out
+    assert "fix: restart k3s to render it: systemctl restart k3s" in result.out
+    assert "runtime-not-registered" not in result.out  # one error, naming the restart
 
 
 def test_k3s_rendered_template_runs_in_real_containerd_with_the_runtime_live(tmp_path):

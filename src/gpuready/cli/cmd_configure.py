@@ -224,6 +224,7 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
     from gpuready.owners.configure import plan_for_owner
+    from gpuready.owners.records import view_for
     from gpuready.owners.table import EditKind
     from gpuready.workflow.daytwo import NodeConfig, plan_record, write
 
@@ -236,18 +237,22 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
                               config=Path(args.config) if args.config else None)
 
     owned = plan()
-    recorded = bool(args.config or args.force) or detection.owner.edit is EditKind.IN_PLACE
+    # a config containerd reads as it is gets the never-break gate; an owner's input (template,
+    # drop-in) is judged as the owner renders it (without_effect below)
+    in_place = bool(args.config or args.force) or detection.owner.edit is EditKind.IN_PLACE
     with locked(owned.target, node=node):  # plan again under the lock: it may have changed
         owned = plan()
         plans = [owned.plan] if owned.plan is not None else []
         target = NodeConfig(owned.target, node.root, major=1)
-        guard = _owner_guard(args, owned, request, node=node) if recorded and plans else None
+        guard = _owner_guard(args, owned, request, node=node) if in_place and plans else None
         if guard is not None:
             plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
             added = tuple(note for note in plans[0].notes if note not in owned.notes)
             owned = owned._replace(plan=plans[0], notes=(*owned.notes, *added))
-        if plans and recorded:
-            plans.append(plan_record(target, plans, request=request, drop_in=None))
+        if plans:  # the record beside the file written, where unconfigure finds it
+            plans.append(plan_record(target, plans, request=request, drop_in=None,
+                                     folders=not in_place,
+                                     view=None if in_place else view_for(detection.owner)))
         if args.dry_run:
             check(plans)  # the verdict a real run would meet
         written = [] if args.dry_run else write(plans, node=target)
@@ -266,7 +271,8 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
         "notes": list(dict.fromkeys(owned.notes)),
         "backup": str(backup_path(owned.target)) if changed and owned.plan.before else None,
         "diff": owned.plan.diff() if owned.plan else "",
-        "record": str(plans[-1].path) if recorded and len(plans) > 1 and written else None,
+        "record": str(plans[-1].path) if len(plans) > 1 and plans[-1].changes and written
+        else None,
     }
     if args.enable_cdi:
         report["notes"].append(cdi_support_note())

@@ -11,6 +11,9 @@ DESCRIPTION = """\
 Remove exactly what 'gpuready configure' or 'gpuready setup' added, as the record beside the
 config says (<config>.gpuready.json): the runtime table, the drop-in, the imports entry, enable_cdi
 and cdi_spec_dirs if it set them; a default_runtime_name it changed gets its old value back.
+On a node whose containerd belongs to an owner (k3s, RKE2, k0s, MicroK8s) the record is beside
+the file they wrote for it (a template, a k0s drop-in), found through the same owner detection
+as theirs (--distribution overrides it); the owner applies the change at its next start.
 The files setup wrote (a config it created from a base, the CDI spec, runtimeclass.yaml, the
 toolkit files) are removed, or get their original back, while they still hold what gpuready
 wrote; one edited since is left as it is, and the output says so.
@@ -50,6 +53,7 @@ def register(subparsers) -> None:
     from gpuready.cli.common import add_docker_address, add_engine
 
     common.add_root_and_config(parser)
+    common.add_distribution(parser)
     common.add_runtime_name(parser)
     add_engine(parser)
     add_docker_address(parser)
@@ -81,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
         return unconfigure_units(args, engine_cli.unconfigure(args, engine))
     if args.reload:
         raise UsageError("--reload is for --engine docker: use --restart for containerd")
+    owned = owned_targets(args)
+    if owned is not None:
+        return unconfigure_units(args, unconfigure_owned(args, *owned))
     node = daytwo.node_config(args)
     daytwo.finish_pending(args, node.config)
     record = load_record(node.config, node=node.node)
@@ -111,6 +118,88 @@ def run(args: argparse.Namespace) -> int:
     if not plans and args.format != "json":
         print(report["summary"])
     return unconfigure_units(args, 0)
+
+
+def owned_targets(args: argparse.Namespace):
+    """On a node whose containerd belongs to an owner (k3s, RKE2, k0s, MicroK8s...): the owner's
+    detection and the files gpuready kept a record for, found through the owner table as
+    ``configure`` writes them (``--config`` naming one of the owner's inputs: that file). None
+    where ``unconfigure`` works on containerd's own config, as for plain containerd."""
+    import os
+    from pathlib import Path
+
+    from gpuready.node import Node
+    from gpuready.owners.records import is_owner_input, recorded_targets
+    from gpuready.owners.table import EditKind
+    from gpuready.paths import CONTAINERD_CONFIG
+
+    node = Node(args.root)
+    detection = common.detect_owner(args)
+    owner = detection.owner
+    if args.config:
+        config = Path(os.path.abspath(args.config))
+        return (detection, [config]) if is_owner_input(config, owner, node) else None
+    if owner.edit is EditKind.IN_PLACE:
+        return None
+    targets = recorded_targets(owner, node)
+    default = node.path(CONTAINERD_CONFIG)
+    if set(targets) <= {default} and node.lexists(default):
+        return None  # containerd's own config (kubespray's, edited with --force): as ever
+    return detection, targets
+
+
+def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
+    """Take back what the records beside ``targets`` say gpuready wrote: an owner's input (a
+    template, a drop-in) gets its original bytes back, or goes with the folders gpuready created
+    for it; a config containerd reads as it is (``--force``, ``--config``) is judged by the
+    never-break gate as ever. The owner applies the change at its next start."""
+    from functools import partial
+    from pathlib import Path
+
+    from gpuready.changeset import check, locked_all
+    from gpuready.cli import daytwo
+    from gpuready.containerd.record import load_record
+    from gpuready.containerd.unconfigure import plan_unconfigure
+    from gpuready.errors import UsageError
+    from gpuready.node import Node
+    from gpuready.owners.records import is_owner_input, owner_inputs, remover_for
+    from gpuready.workflow.daytwo import NodeConfig, plan_unconfigure_node, write
+
+    owner = detection.owner
+    node = Node(args.root)
+    if args.restart:
+        raise UsageError(f"--restart works on containerd's own config; {owner.name} applies "
+                         f"this change at its next start ({owner.apply})")
+    plans, written = [], []
+    for path in targets:
+        if is_owner_input(path, owner, node):
+            config = NodeConfig(path, node.root, major=1)  # not read by containerd as it is
+            planner = partial(plan_unconfigure, path, node=node, remove=remover_for(owner))
+        else:
+            config = daytwo.node_config(argparse.Namespace(**{**vars(args), "config": str(path)}))
+            daytwo.finish_pending(args, path)
+            planner = partial(plan_unconfigure_node, config)
+        record = load_record(path, node=node) or {}
+        with locked_all([path, *(Path(name) for name in record.get("files", {}))], node=node):
+            planned = planner()
+            if args.dry_run:
+                check(planned)  # the never-break gate's verdict, as a real run would meet it
+            written += [] if args.dry_run else write(planned, node=config)
+        plans += planned
+    report = daytwo.report(plans, written, dry_run=args.dry_run)
+    report["owner"] = owner.name
+    if not plans:
+        shown = ", ".join(str(path) for path in owner_inputs(owner, node)) or str(
+            node.path(owner.config))
+        report["summary"] = f"nothing recorded for {shown}: nothing to remove"
+        report["file"] = shown
+    elif any(plan.changes and is_owner_input(plan.path, owner, node) for plan in plans):
+        report["notes"].append(f"{owner.name} reads the change at its next start, until then "
+                               f"{owner.config} keeps what it has: {owner.apply}")
+    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    if not plans and args.format != "json":
+        print(report["summary"])
+    return 0
 
 
 def unconfigure_units(args: argparse.Namespace, code: int) -> int:

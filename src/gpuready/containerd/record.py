@@ -33,6 +33,11 @@ A record is data, never an instruction: :func:`load_record` checks its schema an
 each path is the main config or lies inside the root, is absolute and not gpuready's own backup
 or record, and refuses any other record with the reason, before anything is touched.
 
+On a node whose containerd belongs to an owner (k3s, RKE2, k0s, MicroK8s) the main file is the
+owner's input that ``configure`` or ``setup`` wrote (a template, a k0s drop-in): the record sits
+beside it, where ``unconfigure`` finds it through the owner table
+(:mod:`gpuready.owners.records`).
+
 ``configure`` records the config (and drop-in) it edits; ``setup`` records the same for the
 config, and each other file it writes (the CDI spec, the RuntimeClass manifest, the toolkit
 files) as a ``whole_file``: a file with no settings of gpuready's inside, so ``unconfigure``
@@ -53,7 +58,7 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +303,7 @@ def record_changes(
     drop_in: Path | None = None,
     whole: Collection[Path] = (),
     node: Node | None = None,
+    view: Callable[[Plan], Plan] | None = None,
 ) -> dict[str, Any]:
     """The record after ``plans`` are written: ``previous`` (kept where it already says what
     a setting was before gpuready) plus what these plans add.
@@ -305,6 +311,8 @@ def record_changes(
     A plan whose path is in ``whole`` is recorded as a ``whole_file``, without settings. Given
     the ``node`` the plans are written on (before they are), a file gpuready creates records
     the folders writing it creates (:func:`created_folders`), for ``unconfigure`` to remove.
+    ``view`` gives the plan whose texts are read for the settings (an owner's template that is
+    not TOML as a whole: its TOML part); the hashes are always those of the files' own text.
     """
     record: dict[str, Any] = json.loads(json.dumps(previous)) if previous else {
         "format": FORMAT, "config": str(main), "files": {}, "settings": []
@@ -326,7 +334,7 @@ def record_changes(
             entry["whole_file"] = True
             continue
         known = {(s["file"], s["kind"], s.get("name")) for s in record["settings"]}
-        for setting in settings_added(plan, runtime_name=runtime_name):
+        for setting in settings_added(view(plan) if view else plan, runtime_name=runtime_name):
             if entry["original"] is None and setting["kind"] != "runtime":
                 continue  # a file gpuready created is its own; the runtime is what it is for
             if (key, setting["kind"], setting.get("name")) not in known:

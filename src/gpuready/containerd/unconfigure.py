@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,11 +45,16 @@ from gpuready.fsio import backup_path
 from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
 
+# How the recorded settings are taken out of one file's text: ``remove_settings`` for a config;
+# an owner's template that is not TOML as a whole gives its own (gpuready.owners.records).
+Remover = Callable[[Path, str, "list[Mapping]"], str]
 
-def plan_unconfigure(main: Path, *, node: Node) -> list[Plan]:
+
+def plan_unconfigure(main: Path, *, node: Node, remove: Remover | None = None) -> list[Plan]:
     """One plan per file gpuready changed, then the backups and the record to remove.
 
-    An empty list when gpuready recorded nothing for ``main``.
+    An empty list when gpuready recorded nothing for ``main``. ``remove`` takes the recorded
+    settings out of a file edited since gpuready wrote it (default :func:`remove_settings`).
     """
     record = load_record(main, node=node)
     if record is None:
@@ -59,7 +64,8 @@ def plan_unconfigure(main: Path, *, node: Node) -> list[Plan]:
     for name, entry in record["files"].items():
         path = Path(name)
         settings = [s for s in record["settings"] if s["file"] == name]
-        plans += _with_folder_note(plan_file(path, entry, settings, node=node), entry, named)
+        plans += _with_folder_note(plan_file(path, entry, settings, node=node, remove=remove),
+                                   entry, named)
     record_file = record_path(main)
     before = node.read_text(record_file, kind=FileKind.NODE_FACT)
     plans.append(Plan(record_file, before, None, "remove gpuready's record"))
@@ -112,9 +118,11 @@ def remove_empty_folders(folders: Iterable[Path], *, node: Node) -> list[Path]:
 
 
 def plan_file(
-    path: Path, entry: Mapping[str, Any], settings: list[Mapping], *, node: Node
+    path: Path, entry: Mapping[str, Any], settings: list[Mapping], *, node: Node,
+    remove: Remover | None = None,
 ) -> list[Plan]:
-    """The plans that take gpuready's changes out of one file."""
+    """The plans that take gpuready's changes out of one file (``remove``: see
+    :func:`plan_unconfigure`)."""
     current = node.read_text_or_none(path, kind=FileKind.CONFIG)
     if current is None:
         return [Plan(path, None, None, "already removed")]
@@ -139,7 +147,7 @@ def plan_file(
         return plans
     if entry.get("whole_file"):
         return [_left_as_it_is(path, current, entry)]
-    after = remove_settings(path, current, settings)
+    after = (remove or remove_settings)(path, current, settings)
     if entry.get("drop_in") and entry.get("original") is None and _only_version(path, after):
         # the drop-in gpuready created, rewritten since (``migrate``): nothing but its version
         # is left, so it goes, with the backup of gpuready's own text that the rewrite kept

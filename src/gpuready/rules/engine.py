@@ -115,6 +115,7 @@ def _doctor(options, selected, config_path, runtimeclass_paths, containerd_versi
     from gpuready.kubernetes import kubelet
     from gpuready.owners.detect import detect
     from gpuready.owners.state import OwnerState
+    from gpuready.rules.ownership import superseded
 
     node = options.node
     detection = detection or detect(node)
@@ -151,11 +152,11 @@ def _doctor(options, selected, config_path, runtimeclass_paths, containerd_versi
         )
         problems += _run(Scope.CONFIG, context.config, selected)
     if config_only:
-        problems += _run(Scope.NODE, context, selected)
+        problems = superseded(problems + _run(Scope.NODE, context, selected))
         return Report(problems=_ordered(problems), files=[f.display for f in files])
     context.runtime_classes = _runtime_classes(node, runtimeclass_paths)
     context.cdi_dirs = [node.path(d) for d in CDI_DIRS]
-    problems += _run(Scope.NODE, context, selected)
+    problems = superseded(problems + _run(Scope.NODE, context, selected))
     checked = [f.display for f in files] + sorted({d.file for d in context.runtime_classes})
     checked += [str(spec.path) for spec in context.cdi_scan().specs]
     checked += [kubelet_file] if context.config and kubelet_file else []

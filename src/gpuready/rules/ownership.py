@@ -116,7 +116,9 @@ class ConfigRegenerated(Rule):
 
     ## Fix
     `gpuready configure` (without `--config`) writes where the owner reads; for kubespray it
-    prints the inventory variables to set.
+    prints the inventory variables to set. When the runtime was taken out of the owner's input
+    on purpose (`gpuready unconfigure`), the owner's restart (the message says how) renders the
+    config without it.
     """
 
     name = "config-regenerated"
@@ -141,7 +143,8 @@ class ConfigRegenerated(Rule):
             line=line,
             column=column,
             fix=f"register it in {_where_to_edit(owner)}: gpuready configure "
-            f"--runtime-name {name}",
+            f"--runtime-name {name}; or, if it was taken out there on purpose (gpuready "
+            f"unconfigure), restart {owner.name} so that it goes now: {owner.apply}",
         )
 
 
@@ -184,7 +187,12 @@ class OwnerTemplateStale(Rule):
 
     ## Fix
     Restart the owner (the message says how): `systemctl restart k3s`, `rke2-server`,
-    `k0sworker`, or `snap restart microk8s`.
+    `k0sworker`, or `snap restart microk8s`. Running `gpuready configure` again changes nothing:
+    the owner's input already has the runtime.
+
+    The GPU runtime (`--runtime-name`) missing from the generated config is an error: the
+    running containerd does not have it, and `doctor` reports it here, with the restart as its
+    fix, instead of as `runtime-not-registered`. Any other difference is a warning.
     """
 
     name = "owner-template-stale"
@@ -196,23 +204,48 @@ class OwnerTemplateStale(Rule):
         if state is None or not state.inputs:
             return
         generated = state.generated_runtimes
+        owner = state.owner
         for path, runtimes in state.inputs:
             for name, entry in runtimes.items():
                 current = generated.get(name)
                 if current is not None and _comparable(current) == _comparable(entry):
                     continue
                 state_text = "lacks it" if current is None else "has it with other settings"
+                pending = current is None and name == ctx.options.runtime_name
+                consequence = (f": containerd runs without it until {owner.name} is restarted"
+                               if pending else f": {owner.name} has not been restarted since")
                 line, column = _runtime_line(ctx.options.node, path, name)
                 yield plain_problem(
                     self,
                     f"{path.name} registers runtime {name!r}, but the config "
-                    f"{state.owner.name} generated from it ({state.owner.config}) {state_text}: "
-                    f"{state.owner.name} has not been restarted since",
+                    f"{owner.name} generated from it ({generated_config(owner)}) {state_text}"
+                    f"{consequence}",
                     file=str(path),
                     line=line,
                     column=column,
-                    fix=state.owner.apply,
+                    fix=f"restart {owner.name} to render it: {owner.apply} (configure has "
+                    "nothing left to do)" if pending else owner.apply,
+                    severity=Severity.ERROR if pending else None,
                 )
+
+
+def generated_config(owner: Owner) -> PurePosixPath:
+    """The generated file whose runtimes containerd runs with (k0s: its CRI config, into which
+    the drop-ins are merged)."""
+    if owner.edit is EditKind.DROP_IN:
+        return owner.edit_paths[1]
+    return owner.config
+
+
+def superseded(problems: list[Problem]) -> list[Problem]:
+    """``problems`` without ``runtime-not-registered`` where ``owner-template-stale`` reports
+    the same runtime as an error: the owner's input has it and only the owner's restart is
+    missing, so the error says that, once, instead of sending the operator back to
+    ``configure`` (which has nothing left to do)."""
+    if not any(p.rule == OwnerTemplateStale.name and p.severity is Severity.ERROR
+               for p in problems):
+        return problems
+    return [p for p in problems if p.rule != "runtime-not-registered"]
 
 
 def _same_socket(a: PurePosixPath, b: PurePosixPath) -> bool:

@@ -84,13 +84,14 @@ def guarded(plans: list[Plan], guard: Guard | None) -> list[Plan]:
 
 def plan_record(
     node: NodeConfig, plans: list[Plan], *, request: ConfigureRequest, drop_in: DropIn | None,
-    whole: Collection[Path] = (), folders: bool = False,
+    whole: Collection[Path] = (), folders: bool = False, view=None,
 ) -> Plan:
     """The record of what ``plans`` add, merged into the record already there (the files in
     ``whole`` recorded as whole files, see :mod:`gpuready.containerd.record`).
 
     With ``folders``, a file the plans create also records the folders its write creates (the
-    node must be the one written, not a copy of it), for ``unconfigure`` to remove."""
+    node must be the one written, not a copy of it), for ``unconfigure`` to remove. ``view``:
+    how the settings are read from a plan's texts (see :func:`record_changes`)."""
     config = node.config
     path = record_path(config)
     before = node.node.read_text_or_none(path, kind=FileKind.NODE_FACT)
@@ -100,7 +101,7 @@ def plan_record(
     record = record_changes(
         load_record(config, node=node.node), plans, main=config, runtime_name=request.runtime.name,
         drop_in=drop_in.path if drop_in else None, whole=whole,
-        node=node.node if folders else None,
+        node=node.node if folders else None, view=view,
     )
     return Plan(path, before, render_record(record, main=config, node=node.node),
                 "record what gpuready added")

@@ -87,6 +87,9 @@ class SetupResult:
     # base); every other file setup writes is recorded as a whole file
     edited_configs: list[Path] = field(default_factory=list)
     record: Path | None = None  # the record this run wrote, when it changed
+    # on an owned node, the owner's input written (the record goes beside it, where unconfigure
+    # finds it through the owner table); None: beside containerd's config
+    record_beside: Path | None = None
 
     @property
     def ok(self) -> bool:
@@ -103,9 +106,9 @@ def run_setup(options: SetupOptions) -> SetupResult:
     disk, the files already written get their previous bytes back) and checks the contract on
     the files as they are on disk.
 
-    On plain containerd the transaction also keeps the record beside the config of what it
-    changed (:mod:`gpuready.containerd.record`), so ``unconfigure`` can take it back; a dry run
-    writes no record.
+    The transaction also keeps the record of what it changed (:mod:`gpuready.containerd.record`)
+    beside the config, or on an owned node beside the owner's input it wrote, so ``unconfigure``
+    can take it back; a dry run writes no record.
     """
     options, cgroup_note = choose_cgroup(options)
     result = _run_steps(options)
@@ -117,7 +120,7 @@ def run_setup(options: SetupOptions) -> SetupResult:
         check(result.plans)  # the never-break gate's verdict, as a real run would meet it
         return result
     files, read = NodeFiles.on(options.node, options.toolkit_dir), None
-    _write(options, result, config=None if options.owned else files.config)
+    _write(options, result, config=result.record_beside or files.config)
     if options.detection is not None:
         from gpuready.owners.effective import contract_view
 
@@ -198,10 +201,13 @@ def _write(options: SetupOptions, result: SetupResult, *, config: Path | None) -
 
 def plan_setup_record(options: SetupOptions, result: SetupResult, config: Path) -> Plan:
     """The record of what this run changes, merged into the one already beside ``config``."""
+    from gpuready.owners.records import view_for
+
     whole = {plan.path for plan in result.plans} - set(result.edited_configs)
+    view = view_for(options.detection.owner) if options.owned else None
     return plan_record(NodeConfig(config, options.node.root, major=1), result.plans,
                        request=ConfigureRequest(options.request), drop_in=None, whole=whole,
-                       folders=True)  # the folders setup creates go with unconfigure too
+                       folders=True, view=view)  # the folders setup creates go with unconfigure
 
 
 def _run_steps(options: SetupOptions) -> SetupResult:
@@ -333,6 +339,8 @@ def _register_for_owner(
                              f"owned by {owner.name}, rewritten {owner.regenerated}: not staged"))
     if owned.plan is not None:
         plan = staging.edit(owned.target, lambda current: plan_now().plan)
+        result.edited_configs.append(owned.target)
+        result.record_beside = owned.target
         where = f"{plan.summary} ({owner.name} reads it; {owner.apply})"
         result.steps.append(Step(2, "runtime section", owned.target, where))
     else:
