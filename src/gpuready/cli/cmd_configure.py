@@ -208,7 +208,7 @@ def run_day_two(args: argparse.Namespace, request) -> int:
     if report["without_effect"]:
         report["status"] = "failed"
     if args.enable_cdi:
-        report["notes"].append(cdi_support_note())
+        report["notes"].append(cdi_support_note(args, main.after))
     daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
     return 1 if report["without_effect"] else 0
 
@@ -269,7 +269,8 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
         "record": str(plans[-1].path) if recorded and len(plans) > 1 and written else None,
     }
     if args.enable_cdi:
-        report["notes"].append(cdi_support_note())
+        report["notes"].append(cdi_support_note(
+            args, owned.plan.after if owned.plan else None))
     from gpuready.cli.report import print_configure_report
 
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
@@ -308,14 +309,18 @@ def configure_request(args: argparse.Namespace):
     )
 
 
-def cdi_support_note() -> str:
-    """What the installed containerd does with ``enable_cdi``."""
-    from gpuready.containerd.installed import installed_release
+def cdi_support_note(args: argparse.Namespace, config_text: str | None) -> str:
+    """What the node's containerd does with ``enable_cdi``, on the node's line as decided once
+    (:func:`gpuready.containerd.lines.node_line`): ``--containerd-version`` wins over the
+    installed binary, and under ``--root`` the host's containerd says nothing."""
+    from gpuready.containerd.lines import node_line
+    from gpuready.containerd.model import file_version
 
-    release = installed_release()
-    if release is None:
-        return "enable_cdi needs containerd 1.7 or later; earlier releases ignore it"
-    if release < (1, 7):
-        return (f"the installed containerd is {release[0]}.{release[1]}: it ignores enable_cdi "
-                "(CDI needs containerd 1.7 or later)")
-    return f"the installed containerd ({release[0]}.{release[1]}) reads enable_cdi"
+    told = node_line(root=args.root, flag=args.containerd_version,
+                     config_version=file_version(config_text))
+    if told.release is None:  # only the config's version spoke
+        return ("enable_cdi needs containerd 1.7 or later; earlier releases ignore it "
+                "(--containerd-version names the node's release)")
+    if not told.line.reads_cdi:
+        return (f"{told.label}: it ignores enable_cdi (CDI needs containerd 1.7 or later)")
+    return f"{told.label} reads enable_cdi"
