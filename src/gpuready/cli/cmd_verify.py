@@ -132,6 +132,7 @@ def options_from(args: argparse.Namespace):
         timeout=args.timeout,
         probe_timeout=args.probe_timeout,
         containerd_version=args.containerd_version,
+        judge_systemd=True,
     )
 
 
