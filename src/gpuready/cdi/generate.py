@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -42,6 +42,9 @@ from gpuready.paths import CDI_SPEC
 from gpuready.plan import Plan
 
 KIND = "nvidia.com/gpu"
+# The source of a spec written with no GPU detected and no --gpus or inventory given: one
+# planned GPU, not a fact about the node (its intent record says so; setup calls it so)
+PLACEHOLDER_SOURCE = "placeholder: no GPU detected"
 HOOK_BINARY = "/usr/bin/nvidia-cdi-hook"
 MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind", "rprivate")
 # the intent's own names (the record is read without this module)
@@ -239,13 +242,15 @@ def spec_text_for_node(node: Node = "/", gpus: int | None = None, *,
 def spec_for_node(node: Node, gpus: int | None, *,
                   use_nvml: bool = True) -> tuple[dict[str, Any], NodeInventory]:
     """The spec and inventory of :func:`spec_text_for_node`: the node's GPUs, else ``gpus``
-    planned, else one planned GPU."""
+    planned, else one planned GPU: a placeholder, its source :data:`PLACEHOLDER_SOURCE` (no
+    GPU was detected and none was asked for)."""
     try:
         return generate_spec(node, gpus=gpus, use_nvml=use_nvml)
     except InputError:
         if gpus is not None:
             raise
-        return generate_spec(node, gpus=1, use_nvml=use_nvml)
+        spec, found = generate_spec(node, gpus=1, use_nvml=use_nvml)
+        return spec, replace(found, source=PLACEHOLDER_SOURCE)
 
 
 @dataclass(frozen=True)

@@ -362,8 +362,11 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
         outcome = "kept existing spec"
         complete_interrupted_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
     else:
-        stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
+        placeholder = stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
         outcome = "would be generated" if staging.preview else "generated"
+        if placeholder:
+            outcome += " as a placeholder (no GPU detected: one planned GPU)"
+            result.notes.append(PLACEHOLDER_NOTE)
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
     outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
@@ -400,15 +403,23 @@ def written_outcome(plan: Plan, *, dry_run: bool) -> str:
     return f"would be {done}" if dry_run else done
 
 
-def stage_new_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> None:
+PLACEHOLDER_NOTE = (
+    "the CDI spec is a placeholder: no GPU was detected and no --gpus given, so it names one "
+    "planned GPU (/dev/nvidia0) that may not be the node's; for the real spec run 'gpuready cdi "
+    "refresh' on the node once the driver is loaded (it regenerates from the GPUs it then "
+    "shows), or plan it now: 'gpuready cdi refresh --gpus N' (or --inventory FILE)")
+
+
+def stage_new_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> bool:
     """Stage a CDI spec for this node's NVIDIA GPUs, or for ``gpus`` planned ones (one when none
-    are visible and no number is given), with the intent record beside it that ``gpuready cdi
-    refresh`` regenerates it from."""
+    are visible and no number is given: a placeholder, and then True), with the intent record
+    beside it that ``gpuready cdi refresh`` regenerates it from."""
     from gpuready.cdi.refresh import intent_path, setup_spec
 
-    text, intent = setup_spec(node, spec, gpus=gpus)
+    text, intent, placeholder = setup_spec(node, spec, gpus=gpus)
     staging.write(spec, text, "CDI spec")
     staging.write(intent_path(spec), intent, "CDI spec's intent")
+    return placeholder
 
 
 def complete_interrupted_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> None:
@@ -420,6 +431,6 @@ def complete_interrupted_cdi_spec(node: Node, spec, staging, *, gpus: int | None
     record = intent_path(spec)
     if staging.exists(record):
         return
-    text, intent = setup_spec(node, spec, gpus=gpus)
+    text, intent, _ = setup_spec(node, spec, gpus=gpus)
     if staging.read(spec) == text:
         staging.write(record, intent, "CDI spec's intent")
