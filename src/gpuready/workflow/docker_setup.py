@@ -34,6 +34,7 @@ from gpuready.workflow.setup import (
     SetupOptions,
     SetupResult,
     Step,
+    generated_outcome,
     planned_outcome,
     stage_new_cdi_spec,
     written_outcome,
@@ -124,8 +125,8 @@ def _write_cdi(options: SetupOptions, files: DockerFiles, staging: Staging,
     if staging.exists(files.cdi_spec):
         outcome = "kept existing spec"
     else:
-        stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
-        outcome = "would be generated" if options.dry_run else "generated"
+        placeholder = stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
+        outcome = generated_outcome(placeholder, preview=options.dry_run, result=result)
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
     outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"

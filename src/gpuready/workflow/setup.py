@@ -363,10 +363,7 @@ def _write_cdi(options: SetupOptions, files, staging, result) -> None:
         complete_interrupted_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
     else:
         placeholder = stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
-        outcome = "would be generated" if staging.preview else "generated"
-        if placeholder:
-            outcome += " as a placeholder (no GPU detected: one planned GPU)"
-            result.notes.append(PLACEHOLDER_NOTE)
+        outcome = generated_outcome(placeholder, preview=staging.preview, result=result)
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
     outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
@@ -408,6 +405,16 @@ PLACEHOLDER_NOTE = (
     "planned GPU (/dev/nvidia0) that may not be the node's; for the real spec run 'gpuready cdi "
     "refresh' on the node once the driver is loaded (it regenerates from the GPUs it then "
     "shows), or plan it now: 'gpuready cdi refresh --gpus N' (or --inventory FILE)")
+
+
+def generated_outcome(placeholder: bool, *, preview: bool, result: SetupResult) -> str:
+    """Step 6's outcome for a spec setup generates; a placeholder is called one, and the note
+    says how to make the real spec."""
+    outcome = "would be generated" if preview else "generated"
+    if not placeholder:
+        return outcome
+    result.notes.append(PLACEHOLDER_NOTE)
+    return outcome + " as a placeholder (no GPU detected: one planned GPU)"
 
 
 def stage_new_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> bool:
