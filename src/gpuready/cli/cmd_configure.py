@@ -206,7 +206,7 @@ def run_day_two(args: argparse.Namespace, request) -> int:
     report["without_effect"] = _without_effect(main, node.config, node=node.node,
                                                runtime_name=args.runtime_name)
     judged = next((plan for plan in plans if drop_in and plan.path == drop_in.path), main)
-    report["findings"] = _findings(args, judged, node=node.node)
+    report["findings"] = _findings(args, judged, node=node.node, config=node.config)
     if report["findings"]:  # the node's one cgroup verdict is the finding, not a note as well
         report["notes"] = _without_cgroup_notes(report["notes"])
     if report["without_effect"] or report["findings"]:
@@ -258,7 +258,8 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
     changed = written and written[0].path == owned.target
     without_effect = _without_effect(owned.plan, owned.target, node=node,
                                      runtime_name=args.runtime_name) if owned.plan else []
-    findings = _findings(args, owned.plan, node=node) if owned.plan else []
+    findings = _findings(args, owned.plan, node=node, config=owned.target) if owned.plan \
+        else []
     if findings:  # the node's one cgroup verdict is the finding: no second one as a note
         owned = owned._replace(notes=_without_cgroup_notes(owned.notes))
     report = {
@@ -305,13 +306,14 @@ def _without_effect(plan, path, *, node, runtime_name: str) -> list[str]:
     return without_effect(path, plan.after, node=node, runtime_name=runtime_name)
 
 
-def _findings(args: argparse.Namespace, plan, *, node) -> list[dict]:
-    """What fails the first sandbox of the file as written (``doctor``'s finding, with its fix):
-    ``SystemdCgroup = true`` on a node that shows no systemd. A ``--config`` outside the
-    node's containerd folder is a working copy, not judged by the node's facts."""
+def _findings(args: argparse.Namespace, plan, *, node, config) -> list[dict]:
+    """What fails the first sandbox of the file ``plan`` writes (``doctor``'s finding, with its
+    fix): ``SystemdCgroup = true`` on a node that shows no systemd. A ``--config`` outside the
+    node's containerd folder is a working copy (drop-in and all), not judged by the node's
+    facts."""
     from gpuready.rules.effect import in_containerd_folder, without_systemd
 
-    if args.config and not in_containerd_folder(plan.path, node=node):
+    if args.config and not in_containerd_folder(config, node=node):
         return []
     return [problem.to_dict() for problem in without_systemd(
         plan.path, plan.after, node=node, runtime_name=args.runtime_name,

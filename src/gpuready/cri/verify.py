@@ -48,8 +48,8 @@ class VerifyOptions:
     timeout: float = 10.0
     probe_timeout: float = 60.0
     containerd_version: str | None = None  # the line the operator says the node runs
-    # judge the loaded runtimes' SystemdCgroup by whether systemd runs on the node (verify
-    # --live); the restart transaction judges the files before it writes them instead
+    # judge the loaded runtimes' SystemdCgroup by whether systemd runs on the node: verify
+    # --live does; the restart transaction does not (its --probe meets the fact itself)
     judge_systemd: bool = False
 
 
@@ -238,18 +238,15 @@ def systemd_checks(options: VerifyOptions, live: LiveConfig,
                    lines: tuple[Line, ...]) -> list[live_checks.CheckResult]:
     """A failed check when the node shows no systemd and a loaded runc runtime has
     ``SystemdCgroup = true``: its first sandbox fails, whatever the comparison says. The
-    verdict and the fix are doctor's (``systemd-cgroup-without-systemd``).
-
-    Judged only for the node's own config (in its containerd folder): a containerd started
-    with a working copy elsewhere is a lab, not the node (:func:`in_containerd_folder`)."""
+    verdict and the fix are doctor's (``systemd-cgroup-without-systemd``). Only with
+    ``options.judge_systemd``."""
     from gpuready.errors import InputError
     from gpuready.init_system import systemd_fact
     from gpuready.kubernetes import kubelet
-    from gpuready.rules.effect import in_containerd_folder
     from gpuready.rules.options import NO_SYSTEMD_RULE, cgroup_verdict
 
     node = Node(options.root)
-    if not options.judge_systemd or not in_containerd_folder(options.config_path, node=node):
+    if not options.judge_systemd:
         return []
     systemd = systemd_fact(node)
     if not systemd.absent:
