@@ -42,15 +42,13 @@ from gpuready.paths import CDI_SPEC
 from gpuready.plan import Plan
 
 KIND = "nvidia.com/gpu"
-# The source of a spec written with no GPU detected and no --gpus or inventory given: one
-# planned GPU, not a fact about the node (its intent record says so; setup calls it so)
-PLACEHOLDER_SOURCE = "placeholder: no GPU detected"
 HOOK_BINARY = "/usr/bin/nvidia-cdi-hook"
 MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind", "rprivate")
 # the intent's own names (the record is read without this module)
 STRATEGIES = intent.STRATEGIES
 DEFAULT_STRATEGIES = intent.DEFAULT_STRATEGIES
 FORMATS = intent.FORMATS
+PLACEHOLDER_SOURCE = intent.PLACEHOLDER_SOURCE
 
 
 @dataclass(frozen=True)
