@@ -119,8 +119,13 @@ READS_PREFIX = "  containerd reads: "
 def header(args: argparse.Namespace, detection) -> list[str]:
     """The owner's lines, where the file named is the one doctor read: with ``--config`` it
     is that file, and the owner's default is said as such, not as the file checked."""
+    import os
+
+    from gpuready.node import Node
+
     lines = detection.describe()
-    if not args.config or str(args.config) == str(detection.owner.config):
+    owners = Node(args.root).path(detection.owner.config)
+    if not args.config or os.path.abspath(args.config) == os.path.abspath(owners):
         return lines
     checked = (f"  config checked: {args.config} (--config; without it: "
                f"{detection.owner.config}, the owner's)")
