@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -49,6 +49,7 @@ MOUNT_OPTIONS = ("ro", "nosuid", "nodev", "rbind", "rprivate")
 STRATEGIES = intent.STRATEGIES
 DEFAULT_STRATEGIES = intent.DEFAULT_STRATEGIES
 FORMATS = intent.FORMATS
+PLACEHOLDER_SOURCE = intent.PLACEHOLDER_SOURCE
 
 
 def collect_inventory(node: Node, *, gpus: int | None = None,
@@ -232,13 +233,15 @@ def spec_text_for_node(node: Node = "/", gpus: int | None = None, *,
 def spec_for_node(node: Node, gpus: int | None, *,
                   use_nvml: bool = True) -> tuple[dict[str, Any], NodeInventory]:
     """The spec and inventory of :func:`spec_text_for_node`: the node's GPUs, else ``gpus``
-    planned, else one planned GPU."""
+    planned, else one planned GPU: a placeholder, its source :data:`PLACEHOLDER_SOURCE` (no
+    GPU was detected and none was asked for)."""
     try:
         return generate_spec(node, gpus=gpus, use_nvml=use_nvml)
     except InputError:
         if gpus is not None:
             raise
-        return generate_spec(node, gpus=1, use_nvml=use_nvml)
+        spec, found = generate_spec(node, gpus=1, use_nvml=use_nvml)
+        return spec, replace(found, source=PLACEHOLDER_SOURCE)
 
 
 @dataclass(frozen=True)

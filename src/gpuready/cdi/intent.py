@@ -31,6 +31,9 @@ STRATEGIES = ("index", "uuid", "type-index")
 DEFAULT_STRATEGIES = ("index", "uuid")
 FORMATS = ("yaml", "json")
 MAX_GPUS = 255  # as ``--gpus`` takes it (/dev/nvidia255 is nvidiactl)
+# ``detected.source`` of a spec written with no GPU detected and no --gpus or inventory given
+# (setup's): one planned GPU, a placeholder, not a fact about the node
+PLACEHOLDER_SOURCE = "placeholder: no GPU detected"
 
 
 def sha256(text: str | None) -> str | None:

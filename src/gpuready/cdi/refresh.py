@@ -324,14 +324,17 @@ def write_refresh(found: Refresh, *, node: Node, units: list[Plan] | None = None
         return apply_all(plans, node=node, own=[*found.own, *(own or [])])
 
 
-def setup_spec(node: Node, spec: Path, *, gpus: int | None) -> tuple[str, str]:
-    """The spec ``gpuready setup`` writes at ``spec`` (a host path), and its intent record: the
-    node's GPUs, or ``gpus`` planned. With neither, one GPU is planned and the intent stays "the
-    node's GPUs", so a refresh after the driver came regenerates from the GPUs it then shows."""
+def setup_spec(node: Node, spec: Path, *, gpus: int | None) -> tuple[str, str, bool]:
+    """The spec ``gpuready setup`` writes at ``spec`` (a host path), its intent record, and
+    whether it is a placeholder: the node's GPUs, or ``gpus`` planned. With neither, one GPU is
+    planned (the placeholder): the intent records only what was given (no ``--gpus``) and that
+    no GPU was detected, so a refresh after the driver came regenerates from the GPUs it then
+    shows."""
     data, found = generate.spec_for_node(node, gpus)
     text = generate.render(data, "yaml")
     return text, render_intent(Intent(gpus=gpus, fmt="yaml"), spec=spec, text=text, found=found,
-                               inventory_sha256=None, node=node)
+                               inventory_sha256=None, node=node), \
+        found.source == generate.PLACEHOLDER_SOURCE
 
 
 def intent_plan_for_generate(node: Node, prepared: generate.Prepared,

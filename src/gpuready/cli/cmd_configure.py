@@ -205,12 +205,16 @@ def run_day_two(args: argparse.Namespace, request) -> int:
     main = next(plan for plan in plans if plan.path == node.config)
     report["without_effect"] = _without_effect(main, node.config, node=node.node,
                                                runtime_name=args.runtime_name)
-    if report["without_effect"]:
+    judged = next((plan for plan in plans if drop_in and plan.path == drop_in.path), main)
+    report["findings"] = _findings(args, judged, node=node.node, config=node.config)
+    if report["findings"]:  # the node's one cgroup verdict is the finding, not a note as well
+        report["notes"] = _without_cgroup_notes(report["notes"])
+    if report["without_effect"] or report["findings"]:
         report["status"] = "failed"
     if args.enable_cdi:
-        report["notes"].append(cdi_support_note())
+        report["notes"].append(cdi_support_note(args, main.after))
     daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    return 1 if report["without_effect"] else 0
+    return 1 if report["without_effect"] or report["findings"] else 0
 
 
 def run_for_owner(args: argparse.Namespace, request) -> int:
@@ -259,9 +263,14 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
     changed = written and written[0].path == owned.target
     without_effect = _without_effect(owned.plan, owned.target, node=node,
                                      runtime_name=args.runtime_name) if owned.plan else []
+    findings = _findings(args, owned.plan, node=node, config=owned.target) if owned.plan \
+        else []
+    if findings:  # the node's one cgroup verdict is the finding: no second one as a note
+        owned = owned._replace(notes=_without_cgroup_notes(owned.notes))
     report = {
-        "status": "failed" if without_effect else "ok",
+        "status": "failed" if without_effect or findings else "ok",
         "without_effect": without_effect,
+        "findings": findings,
         "owner": detection.owner.name,
         "file": str(owned.target),
         "changed": owned.changes,
@@ -275,11 +284,12 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
         else None,
     }
     if args.enable_cdi:
-        report["notes"].append(cdi_support_note())
+        report["notes"].append(cdi_support_note(
+            args, owned.plan.after if owned.plan else None))
     from gpuready.cli.report import print_configure_report
 
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    return 1 if without_effect else 0
+    return 1 if without_effect or findings else 0
 
 
 def _owner_guard(args: argparse.Namespace, owned, request, *, node):
@@ -302,6 +312,27 @@ def _without_effect(plan, path, *, node, runtime_name: str) -> list[str]:
     return without_effect(path, plan.after, node=node, runtime_name=runtime_name)
 
 
+def _findings(args: argparse.Namespace, plan, *, node, config) -> list[dict]:
+    """What fails the first sandbox of the file ``plan`` writes (``doctor``'s finding, with its
+    fix): ``SystemdCgroup = true`` on a node that shows no systemd. A ``--config`` outside the
+    node's containerd folder is a working copy (drop-in and all), not judged by the node's
+    facts."""
+    from gpuready.rules.effect import in_containerd_folder, without_systemd
+
+    if args.config and not in_containerd_folder(config, node=node):
+        return []
+    return [problem.to_dict() for problem in without_systemd(
+        plan.path, plan.after, node=node, runtime_name=args.runtime_name,
+        containerd_version=args.containerd_version)]
+
+
+def _without_cgroup_notes(notes) -> list[str]:
+    """``notes`` less lint's cgroup-driver-mismatch (said without knowing whether systemd runs)."""
+    from gpuready.containerd.register import CGROUP_NOTE
+
+    return [note for note in notes if not note.startswith(CGROUP_NOTE)]
+
+
 def configure_request(args: argparse.Namespace):
     """The :class:`ConfigureRequest` the options describe."""
     from gpuready.containerd.configure import ConfigureRequest
@@ -314,14 +345,18 @@ def configure_request(args: argparse.Namespace):
     )
 
 
-def cdi_support_note() -> str:
-    """What the installed containerd does with ``enable_cdi``."""
-    from gpuready.containerd.installed import installed_release
+def cdi_support_note(args: argparse.Namespace, config_text: str | None) -> str:
+    """What the node's containerd does with ``enable_cdi``, on the node's line as decided once
+    (:func:`gpuready.containerd.lines.node_line`): ``--containerd-version`` wins over the
+    installed binary, and under ``--root`` the host's containerd says nothing."""
+    from gpuready.containerd.lines import node_line
+    from gpuready.containerd.model import file_version
 
-    release = installed_release()
-    if release is None:
-        return "enable_cdi needs containerd 1.7 or later; earlier releases ignore it"
-    if release < (1, 7):
-        return (f"the installed containerd is {release[0]}.{release[1]}: it ignores enable_cdi "
-                "(CDI needs containerd 1.7 or later)")
-    return f"the installed containerd ({release[0]}.{release[1]}) reads enable_cdi"
+    told = node_line(root=args.root, flag=args.containerd_version,
+                     config_version=file_version(config_text))
+    if told.release is None:  # only the config's version spoke
+        return ("enable_cdi needs containerd 1.7 or later; earlier releases ignore it "
+                "(--containerd-version names the node's release)")
+    if not told.line.reads_cdi:
+        return (f"{told.label}: it ignores enable_cdi (CDI needs containerd 1.7 or later)")
+    return f"{told.label} reads enable_cdi"

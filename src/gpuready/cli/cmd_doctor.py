@@ -100,8 +100,33 @@ def run(args: argparse.Namespace) -> int:
 
         document = json.loads(text)
         document["owner"] = detection.to_dict()
+        document["config"] = str(main_config(args, detection))
         text = json.dumps(document, indent=2) + "\n"
     elif args.format == "text":
-        text = "\n".join(detection.describe()) + "\n" + text
+        text = "\n".join(header(args, detection)) + "\n" + text
     print(text, end="")
     return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK
+
+
+def main_config(args: argparse.Namespace, detection) -> object:
+    """The main config doctor read: ``--config`` as given, else the owner's (a node path)."""
+    return args.config or detection.owner.config
+
+
+READS_PREFIX = "  containerd reads: "
+
+
+def header(args: argparse.Namespace, detection) -> list[str]:
+    """The owner's lines, where the file named is the one doctor read: with ``--config`` it
+    is that file, and the owner's default is said as such, not as the file checked."""
+    import os
+
+    from gpuready.node import Node
+
+    lines = detection.describe()
+    owners = Node(args.root).path(detection.owner.config)
+    if not args.config or os.path.abspath(args.config) == os.path.abspath(owners):
+        return lines
+    checked = (f"  config checked: {args.config} (--config; without it: "
+               f"{detection.owner.config}, the owner's)")
+    return [checked if line.startswith(READS_PREFIX) else line for line in lines]

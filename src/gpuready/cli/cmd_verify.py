@@ -20,7 +20,9 @@ DESCRIPTION = """\
 Ask the running containerd, through the CRI, which runtime handlers it loaded (what
 'crictl info' shows), and compare them with the config file on disk: the runtime present, its
 runtime_type, BinaryName and SystemdCgroup, the default runtime, enable_cdi. A runtime on disk but
-not live means containerd was not restarted or reads another file; gpuready says which.
+not live means containerd was not restarted or reads another file; gpuready says which. On a
+node that shows no systemd, a loaded runc runtime with SystemdCgroup = true fails the check
+(systemd-cgroup-without-systemd, as doctor says it): its first sandbox would fail.
 
 With --probe, start a throw-away pod sandbox through the handler (host network, no CNI needed),
 the way the kubelet starts a pod with that RuntimeClass, check that containerd decoded the runtime
@@ -132,7 +134,20 @@ def options_from(args: argparse.Namespace):
         timeout=args.timeout,
         probe_timeout=args.probe_timeout,
         containerd_version=args.containerd_version,
+        judge_systemd=judges_node(args, root),
     )
+
+
+def judges_node(args: argparse.Namespace, root) -> bool:
+    """Whether the node's facts (does systemd run?) judge what the running containerd loaded:
+    for the config the node's owner makes it read, or a ``--config`` in the node's containerd
+    folder; a containerd compared with a working copy elsewhere is a lab, not the node."""
+    from pathlib import Path
+
+    from gpuready.node import Node
+    from gpuready.rules.effect import in_containerd_folder
+
+    return args.config is None or in_containerd_folder(Path(args.config), node=Node(root))
 
 
 def run(args: argparse.Namespace) -> int:

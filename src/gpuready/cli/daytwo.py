@@ -123,6 +123,9 @@ def print_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
     if report["record"] and not dry_run:
         done = "removed" if report["record_removed"] else "kept in"
         print(f"record of what gpuready changed: {done} {report['record']}")
+    from gpuready.cli.report import print_findings
+
+    print_findings(report.get("findings", ()))
     for reason in report.get("without_effect", ()):
         print(f"gpuready: error: {reason}", file=sys.stderr)
 

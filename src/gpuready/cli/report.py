@@ -6,6 +6,17 @@ import json
 import sys
 
 
+def print_findings(findings) -> None:
+    """Each finding (a :meth:`gpuready.problems.Problem.to_dict`) as ``doctor`` prints it: the
+    place, the severity and rule, the message, and its fix on the next line."""
+    from gpuready.problems import Problem, Severity
+    from gpuready.reporting.text import render_problem
+
+    for finding in findings:
+        problem = Problem(**{**finding, "severity": Severity(finding["severity"])})
+        print(render_problem(problem))
+
+
 def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
     """Print the outcome: the summary and notes, and the diff in a dry run."""
     if as_json:
@@ -23,6 +34,7 @@ def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> Non
         print(f"note: {note}")
     if report["backup"]:
         print(f"backup of the original: {report['backup']}")
+    print_findings(report.get("findings", ()))
     for reason in report.get("without_effect", ()):
         print(f"gpuready: error: {reason}", file=sys.stderr)
     if report.get("record"):

@@ -48,6 +48,9 @@ class VerifyOptions:
     timeout: float = 10.0
     probe_timeout: float = 60.0
     containerd_version: str | None = None  # the line the operator says the node runs
+    # judge the loaded runtimes' SystemdCgroup by whether systemd runs on the node: verify
+    # --live does; the restart transaction does not (its --probe meets the fact itself)
+    judge_systemd: bool = False
 
 
 @dataclass
@@ -228,6 +231,42 @@ def line_check(expected: str, version: RuntimeVersion) -> live_checks.CheckResul
         f"--containerd-version says {wanted}", on_disk=str(wanted), live=shown)
 
 
+SYSTEMD_CHECK = "cgroup drivers agree"
+
+
+def systemd_checks(options: VerifyOptions, live: LiveConfig,
+                   lines: tuple[Line, ...]) -> list[live_checks.CheckResult]:
+    """A failed check when the node shows no systemd and a loaded runc runtime has
+    ``SystemdCgroup = true``: its first sandbox fails, whatever the comparison says. The
+    verdict and the fix are doctor's (``systemd-cgroup-without-systemd``). Only with
+    ``options.judge_systemd``."""
+    from gpuready.errors import InputError
+    from gpuready.init_system import systemd_fact
+    from gpuready.kubernetes import kubelet
+    from gpuready.rules.options import NO_SYSTEMD_RULE, cgroup_verdict
+
+    node = Node(options.root)
+    if not options.judge_systemd:
+        return []
+    systemd = systemd_fact(node)
+    if not systemd.absent:
+        return []
+    try:
+        driver, kubelet_file = kubelet.cgroup_driver(node)
+    except InputError:  # the kubelet's own bad file is doctor's to report
+        driver, kubelet_file = None, None
+    loaded = {name: {"runtime_type": runtime.runtime_type, "options": dict(runtime.options)}
+              for name, runtime in live.runtimes.items()}
+    verdict = cgroup_verdict(loaded, options.runtime_name, lines=lines, kubelet_driver=driver,
+                             kubelet_file=kubelet_file, systemd=systemd)
+    if verdict is None or verdict.rule != NO_SYSTEMD_RULE:
+        return []
+    return [live_checks.CheckResult(
+        SYSTEMD_CHECK, live_checks.Outcome.FAILED,
+        f"{NO_SYSTEMD_RULE}: {verdict.message} (live); fix: {verdict.fix}, then restart "
+        "containerd", on_disk=None, live=verdict.runtime)]
+
+
 def transaction_checks(options: VerifyOptions) -> list[live_checks.CheckResult]:
     """A failed check when a killed ``--restart`` left its journal beside the config: what runs
     may not be what the files say. Reported only; a reading command never finishes it."""
@@ -283,6 +322,7 @@ def verify_live(options: VerifyOptions, *, connect=CriClient) -> LiveReport:
         report.checks += live_checks.runtimeclass_checks(classes, disk, live, context)
         if options.containerd_version:
             report.checks.append(line_check(options.containerd_version, version))
+        report.checks += systemd_checks(options, live, lines)
         report.checks += transaction_checks(options)
         if options.probe:
             report.probe, report.pause_image = probe(client, options, live, disk, version)

@@ -8,12 +8,17 @@ decided by the rules that ``lint`` and ``doctor`` use:
 - the file is not one containerd reads: it sits in containerd's folder but is not the main config
   and no ``imports`` entry reaches it (imports resolved as containerd does,
   :mod:`gpuready.containerd.imports`). A file elsewhere is taken as a working copy and not judged.
+
+And one way it loads but its first sandbox fails: ``SystemdCgroup = true`` on a node that
+shows no systemd (:func:`without_systemd`, the ``systemd-cgroup-without-systemd`` finding that
+``doctor`` gives, with its fix).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
 from gpuready.paths import CONTAINERD_CONFIG
 from gpuready.problems import Problem
@@ -80,3 +85,52 @@ def _not_read(path: Path, *, node: Node, options: Options) -> str | None:
         return None
     return (f"{path}: containerd does not read this file: no imports entry of {main} reaches it; "
             f"fix: add \"{shown}\" (or a glob that matches it) to imports in {main}")
+
+
+def in_containerd_folder(path: Path, *, node: Node) -> bool:
+    """True when ``path`` is one of the node's own containerd files: it lies in the folder of
+    the node's main config (``/etc/containerd`` under the root). A config elsewhere, named with
+    ``--config``, is taken as a working copy: what the node runs says nothing about it."""
+    if not node.contains(path):
+        return False
+    folder = node.resolve(node.path(CONTAINERD_CONFIG).parent)
+    return str(node.resolve(path)).startswith(str(folder) + "/")
+
+
+def without_systemd(path: Path, text: str | None, *, node: Node, runtime_name: str,
+                    containerd_version: str | None = None) -> list[Problem]:
+    """The ``systemd-cgroup-without-systemd`` finding on ``text`` (the file as it will be
+    written at ``path``) when ``node`` shows that systemd does not run: runc refuses every
+    sandbox of a runtime with ``SystemdCgroup = true`` there ("systemd not running on this
+    host, cannot use systemd cgroups manager"). Empty where systemd runs or nothing tells (a
+    bare sandbox root), and for a file that does not parse (its own error comes elsewhere).
+
+    The verdict is :func:`gpuready.rules.options.cgroup_verdict`, as ``doctor`` gives it,
+    kubelet included."""
+    from gpuready.init_system import systemd_fact
+
+    systemd = systemd_fact(node)
+    if not systemd.absent or not text:
+        return []
+    from gpuready.containerd.semantics import choose
+    from gpuready.kubernetes import kubelet
+    from gpuready.rules.base import Scope
+    from gpuready.rules.context import ConfigContext
+    from gpuready.rules.options import NO_SYSTEMD_RULE
+    from gpuready.rules.registry import rules_for
+
+    options = Options(runtime_name=runtime_name, root=node.root)
+    file = FileContext(path, text, options=options)
+    if file.data is None or file.spec is None:
+        return []
+    file.semantics = choose(flag=containerd_version, probe=True, root=node.root,
+                            config_version=file.data.get("version"))
+    try:
+        driver, kubelet_file = kubelet.cgroup_driver(node)
+    except InputError:  # the kubelet's own bad file is doctor's to report: judge the runtimes
+        driver, kubelet_file = None, None
+    config = ConfigContext(file.data, file.spec, file.semantics, options, [file],
+                           kubelet_cgroup_driver=driver, kubelet_file=kubelet_file,
+                           systemd=systemd)
+    return [problem for rule in rules_for(Scope.CONFIG, frozenset({NO_SYSTEMD_RULE}))
+            for problem in rule.check(config)]

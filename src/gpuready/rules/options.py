@@ -796,7 +796,9 @@ class SystemdCgroupWithoutSystemd(Rule):
 
     ## What it does
     Looks whether systemd runs on the node (`lint` without FILE, `doctor`, `check` and `setup`;
-    never `lint FILE`, which judges a file, not a node). On this machine:
+    `configure` on the file it writes, `verify --live` on the runtimes containerd loaded; never
+    `lint FILE`, which judges a file, not a node, nor a `--config` copy outside the node's
+    `/etc/containerd`). On this machine:
     `/run/systemd/system` is a folder (as `sd_booted()` decides; runc asks the same), and PID 1's
     name (`/proc/1/comm`) is said beside it. Under `--root` only what the root holds counts: its
     `run/systemd/system`, `proc/1/comm`, and its init (`/sbin/init` linking to systemd, or to

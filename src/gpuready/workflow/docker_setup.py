@@ -34,6 +34,8 @@ from gpuready.workflow.setup import (
     SetupOptions,
     SetupResult,
     Step,
+    generated_outcome,
+    kind_outcome,
     planned_outcome,
     stage_new_cdi_spec,
     written_outcome,
@@ -121,14 +123,13 @@ def _read_back(text: str, path: Path) -> tuple[list[str], str]:
 
 def _write_cdi(options: SetupOptions, files: DockerFiles, staging: Staging,
                result: SetupResult) -> None:
-    if staging.exists(files.cdi_spec):
-        outcome = "kept existing spec"
-    else:
-        stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
-        outcome = "would be generated" if options.dry_run else "generated"
+    kept = staging.exists(files.cdi_spec)
+    if not kept:
+        placeholder = stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
-    outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
+    outcome = "kept existing spec" + kind_outcome(kind) if kept else generated_outcome(
+        placeholder, preview=options.dry_run, kind=kind)
     result.steps.append(Step(6, "CDI spec", files.cdi_spec,
                              outcome + " (Docker reads CDI specs from 25.0)"))
     staging.write(files.cdi_keys_txt, contract.cdi_keys_txt(spec), "CDI keys")

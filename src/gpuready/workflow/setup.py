@@ -392,15 +392,15 @@ def _write_parsed(files, staging, result, config: contract.ConfigFacts) -> None:
 
 def _write_cdi(options: SetupOptions, files, staging, result) -> None:
     """Step 6: keep an existing CDI spec (checked) or generate one; record its top-level keys."""
-    if staging.exists(files.cdi_spec):
-        outcome = "kept existing spec"
+    kept = staging.exists(files.cdi_spec)
+    if kept:
         complete_interrupted_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
     else:
-        stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
-        outcome = "would be generated" if staging.preview else "generated"
+        placeholder = stage_new_cdi_spec(options.node, files.cdi_spec, staging, gpus=options.gpus)
     spec = load_mapping(staging.read(files.cdi_spec), files.cdi_spec)
     kind = spec.get("kind")
-    outcome += f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
+    outcome = kept_outcome(options.node, files.cdi_spec, kind) if kept else generated_outcome(
+        placeholder, preview=staging.preview, kind=kind)
     result.steps.append(Step(6, "CDI spec", files.cdi_spec, outcome))
     staging.write(files.cdi_keys_txt, contract.cdi_keys_txt(spec), "CDI keys")
 
@@ -434,15 +434,49 @@ def written_outcome(plan: Plan, *, dry_run: bool) -> str:
     return f"would be {done}" if dry_run else done
 
 
-def stage_new_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> None:
+PLACEHOLDER_WHY = (
+    "no GPU detected and no --gpus given, so it names one planned GPU (/dev/nvidia0); the real "
+    "spec: 'gpuready cdi refresh' once the driver is loaded (it regenerates from the GPUs the "
+    "node then shows), or 'gpuready cdi refresh --gpus N' (or --inventory FILE) now")
+
+
+def generated_outcome(placeholder: bool, *, preview: bool, kind: object) -> str:
+    """Step 6's outcome for a spec setup generates, of ``kind``: a placeholder is called one,
+    with why and how to make the real spec."""
+    outcome = "would be generated" if preview else "generated"
+    if placeholder:
+        outcome += " as a placeholder"
+    outcome += kind_outcome(kind)
+    return f"{outcome}: {PLACEHOLDER_WHY}" if placeholder else outcome
+
+
+def kept_outcome(node: Node, spec: Path, kind: object) -> str:
+    """Step 6's outcome for a spec kept as it is: still a placeholder when its intent record
+    (describing it as it is) says no GPU was detected."""
+    from gpuready.cdi.intent import PLACEHOLDER_SOURCE, recorded_intent
+
+    record = recorded_intent(node, spec)
+    detected = record.get("detected") if record else None
+    if isinstance(detected, dict) and detected.get("source") == PLACEHOLDER_SOURCE:
+        return f"kept existing spec (a placeholder){kind_outcome(kind)}: {PLACEHOLDER_WHY}"
+    return "kept existing spec" + kind_outcome(kind)
+
+
+def kind_outcome(kind: object) -> str:
+    """``, kind nvidia.com/gpu``, or the wrong kind said so."""
+    return f", kind {kind}" if kind == contract.NVIDIA_CDI_KIND else f", WRONG kind {kind!r}"
+
+
+def stage_new_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> bool:
     """Stage a CDI spec for this node's NVIDIA GPUs, or for ``gpus`` planned ones (one when none
-    are visible and no number is given), with the intent record beside it that ``gpuready cdi
-    refresh`` regenerates it from."""
+    are visible and no number is given: a placeholder, and then True), with the intent record
+    beside it that ``gpuready cdi refresh`` regenerates it from."""
     from gpuready.cdi.refresh import intent_path, setup_spec
 
-    text, intent = setup_spec(node, spec, gpus=gpus)
+    text, intent, placeholder = setup_spec(node, spec, gpus=gpus)
     staging.write(spec, text, "CDI spec")
     staging.write(intent_path(spec), intent, "CDI spec's intent")
+    return placeholder
 
 
 def complete_interrupted_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> None:
@@ -454,6 +488,6 @@ def complete_interrupted_cdi_spec(node: Node, spec, staging, *, gpus: int | None
     record = intent_path(spec)
     if staging.exists(record):
         return
-    text, intent = setup_spec(node, spec, gpus=gpus)
+    text, intent, _ = setup_spec(node, spec, gpus=gpus)
     if staging.read(spec) == text:
         staging.write(record, intent, "CDI spec's intent")
