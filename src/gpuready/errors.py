@@ -113,3 +113,11 @@ class RuntimeUnreachableError(GpureadyError):
     """The container runtime's API could not be reached (socket missing, refused, not CRI)."""
 
     exit_code = ExitCode.UNREACHABLE
+
+
+class CriNotLoadedError(RuntimeUnreachableError):
+    """containerd answers on its socket but serves no CRI runtime service: its CRI plugin did
+    not load (or it predates CRI v1). A failed check (exit 1), not an unreachable runtime: the
+    files it was started on are the cause, and :func:`gpuready.cri.verify.verify_live` names it."""
+
+    exit_code = ExitCode.CHECK_FAILED

@@ -220,11 +220,12 @@ def run_day_two(args: argparse.Namespace, request) -> int:
 def run_for_owner(args: argparse.Namespace, request) -> int:
     """The runtime where the node's owner reads it; a config edited in place gets a record of
     what gpuready added, for ``unconfigure``."""
+    import dataclasses
     from pathlib import Path
 
     from gpuready.changeset import check
     from gpuready.cli import daytwo
-    from gpuready.containerd.keep_default import keep_default_runtime
+    from gpuready.containerd.keep_default import keep_default_runtime, repair_plans
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
     from gpuready.owners.configure import plan_for_owner
@@ -249,20 +250,41 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
         plans = [owned.plan] if owned.plan is not None else []
         target = NodeConfig(owned.target, node.root, major=1)
         guard = _owner_guard(args, owned, request, node=node) if in_place and plans else None
+        repairs, shadowed = [], ""
         if guard is not None:
-            plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
-            added = tuple(note for note in plans[0].notes if note not in owned.notes)
-            owned = owned._replace(plan=plans[0], notes=(*owned.notes, *added))
+            # a node another tool broke, where the repair is lines added (the model's cause)
+            repairs = repair_plans(plans, guard)
+            shadowed = _shadowed_by(plans, repairs, guard, target=owned.target)
+            if shadowed:
+                plans = []  # never "registered" where containerd runs another file's table
+                owned = owned._replace(plan=dataclasses.replace(
+                    owned.plan, after=owned.plan.before, notes=(),
+                    summary=f"runtime {request.runtime.name} not registered here"))
+                if not repairs:
+                    from gpuready.containerd.gate import RefusedError
+
+                    raise RefusedError(f"{owned.target}: refusing the change: {shadowed}; "
+                                       "nothing written")
+            else:
+                plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
+                added = tuple(note for note in plans[0].notes if note not in owned.notes)
+                owned = owned._replace(plan=plans[0], notes=(*owned.notes, *added))
         if plans:  # the record beside the file written, where unconfigure finds it
+            # the repair is not gpuready's to take back: written, never recorded
             plans.append(plan_record(target, plans, request=request, drop_in=None,
                                      folders=not in_place,
                                      view=None if in_place else view_for(detection.owner)))
+            plans[-1:-1] = repairs
+        elif repairs:
+            plans = list(repairs)
         if args.dry_run:
             check(plans)  # the verdict a real run would meet
         written = [] if args.dry_run else write(plans, node=target)
     changed = written and written[0].path == owned.target
     without_effect = _without_effect(owned.plan, owned.target, node=node,
                                      runtime_name=args.runtime_name) if owned.plan else []
+    if guard is not None and shadowed:
+        without_effect.append(shadowed)
     findings = _findings(args, owned.plan, node=node, config=owned.target) if owned.plan \
         else []
     if findings:  # the node's one cgroup verdict is the finding: no second one as a note
@@ -280,6 +302,9 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
         "notes": list(dict.fromkeys(owned.notes)),
         "backup": str(backup_path(owned.target)) if changed and owned.plan.before else None,
         "diff": owned.plan.diff() if owned.plan else "",
+        "repairs": [{"file": str(plan.path), "summary": plan.summary, "diff": plan.diff(),
+                     "written": any(done.path == plan.path for done in written)}
+                    for plan in repairs],
         "record": str(plans[-1].path) if len(plans) > 1 and plans[-1].changes and written
         else None,
     }
@@ -290,6 +315,31 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
 
     print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
     return 1 if without_effect or findings else 0
+
+
+def _shadowed_by(plans, repairs, guard, *, target) -> str:
+    """Why the registration planned in ``target`` would not be what containerd runs (empty
+    when it would): on 1.x a later file's CRI table replaces the target's whole."""
+    from gpuready.containerd.effective import same_file
+    from gpuready.containerd.provenance import cri_table_file
+
+    if not any(plan.changes for plan in plans):
+        return ""
+    after = guard.verdict([*plans, *repairs], ask_installed=False).after
+    winner = cri_table_file(after.sources, guard.line.major)
+    if winner is None or same_file(winner, target):
+        return ""
+    return (f"the runtime's table in {target} would not take effect: {winner} holds the CRI "
+            f"table too, and {guard.line.line} replaces the whole table from the later file; "
+            f"write it there: gpuready configure --drop-in {guard_node_path(guard, winner)}")
+
+
+def guard_node_path(guard, path) -> str:
+    """``path`` as the node names it (relative to the guard's root)."""
+    from gpuready.node import Node
+
+    node = Node(guard.root)
+    return str(node.node_path(path)) if node.contains(path) else str(path)
 
 
 def _owner_guard(args: argparse.Namespace, owned, request, *, node):

@@ -24,6 +24,10 @@ def print_configure_report(report: dict, *, dry_run: bool, as_json: bool) -> Non
         return
     if dry_run and report["diff"]:
         sys.stdout.write(report["diff"])
+    for repair in report.get("repairs", ()):
+        if dry_run:
+            sys.stdout.write(repair["diff"])
+        print(f"{repair['file']}: {'would ' if dry_run else ''}{repair['summary']}")
     if report["advice"]:
         print(report["advice"])
         return

@@ -88,3 +88,47 @@ def _with_runtime(plan: Plan, name: str, entry: dict[str, Any], *, beside: str) 
             f"names any runtime, and default_runtime_name = \"{name}\" would then name nothing)")
     return replace(plan, after=after, summary=f"{plan.summary}; keep the default runtime {name}",
                    notes=(*plan.notes, note))
+
+
+def repair_plans(plans: Sequence[Plan], guard: Guard) -> list[Plan]:
+    """Plans that repair a node another tool already broke, where the repair is lines added.
+
+    On 1.x a file whose ``runtimes`` table replaced the line's built-in map (nvidia-ctk 1.20's
+    drop-in on Debian 12's packaged config) leaves ``default_runtime_name = "runc"`` naming
+    nothing: the CRI plugin does not load before gpuready changes anything. The repair writes
+    runc's recorded default table back into that file (the model's cause names it); the gate
+    then judges the repaired node. A file ``plans`` already change is left to
+    :func:`keep_default_runtime`. The repair is the node's own fix, not gpuready's runtime: it
+    is not recorded, so ``unconfigure`` keeps it.
+    """
+    from gpuready.containerd.effective import same_file
+    from gpuready.containerd.model import load_node
+    from gpuready.node import FileKind, Node
+
+    if not guard.line.line.maps_replace_defaults:
+        return []
+    node = Node(guard.root)
+    if not node.is_file(guard.main):
+        return []
+    before = load_node(guard.main, node=node, line=guard.line)
+    cause = before.cause
+    if cause is None or cause.kind != "map-replaced" or cause.file is None:
+        return []
+    if any(same_file(plan.path, cause.file) for plan in plans if plan.after is not None):
+        return []
+    name = before.default_runtime
+    entry = _default_entry(before, name)
+    if entry is None:
+        return []
+    text = node.read_text(cause.file, kind=FileKind.CONFIG)
+    current = Plan(cause.file, text, text, "")
+    repaired = _with_runtime(current, name, entry, beside=_first_runtime(before, cause.file))
+    why = (f"repair: write runtime {name}'s table back into {cause.file} (its runtimes table "
+           f"replaced {guard.line.line}'s built-in {name}, so the CRI plugin did not load; "
+           "unconfigure keeps this repair)")
+    return [replace(repaired, summary=why, notes=(why,), guard=guard)]
+
+
+def _first_runtime(loaded: Loaded, path: Any) -> str:
+    """The name of a runtime ``path`` writes (the repair goes beside it)."""
+    return next(iter(loaded.runtimes), "")

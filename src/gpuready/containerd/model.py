@@ -74,6 +74,8 @@ class Loaded:
         self.unread: str | None = None
         self.cri_error: str | None = None
         self.notes: list[str] = []
+        # the parsed files, main first, as they were built (for provenance)
+        self.sources: list[tuple[Path, Mapping[str, Any]]] = []
 
     def __repr__(self) -> str:
         return (f"Loaded(line={self.line.line!r}, refused={self.refused!r}, "
@@ -113,11 +115,25 @@ class Loaded:
         """The runtimes pods can use: none when the CRI plugin does not load."""
         return self.runtimes if self.cri_loaded else {}
 
+    @functools.cached_property
+    def cause(self):
+        """Why the CRI plugin does not load, placed in the file and key that decide it
+        (:class:`gpuready.containerd.provenance.Cause`); None when it loads."""
+        if self.cri_loaded:
+            return None
+        from gpuready.containerd.provenance import cri_cause
+
+        return cri_cause(self, self.sources)
+
     def why_not_loaded(self, runtime: str) -> str | None:
         """Why pods cannot use ``runtime`` (None when they can)."""
         if self.refused or self.import_missing:
             return self.refused or self.import_missing
         if self.cri_error:
+            cause = self.cause
+            if cause is not None and cause.file is not None:
+                return (f"{self.line.line} does not load its CRI plugin: {cause.file}: "
+                        f"{cause.message}")
             return f"{self.line.line} does not load its CRI plugin: {self.cri_error}"
         if runtime not in self.runtimes:
             return f"{self.line.line} loads no runtime {runtime!r} from these files"
@@ -134,6 +150,7 @@ def build(files: list[tuple[Path, Mapping[str, Any]]], line: NodeLine) -> Loaded
         contexts = [_Parsed(path, data) for path, data in files]
         merged, _ = merge(contexts, major=line.major)  # type: ignore[arg-type]
     loaded = Loaded(line, {}, files=[path for path, _ in files])
+    loaded.sources = list(files)
     version = _version(files[0][1])
     for path, data in files:
         too_new = _version(data) > line.line.max_config_version

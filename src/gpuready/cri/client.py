@@ -27,7 +27,7 @@ import grpc  # noqa: E402  (after the fork setting, which gRPC reads when it loa
 
 from gpuready.cri.generated import cri_runtime_v1_pb2 as api
 from gpuready.cri.generated import cri_runtime_v1_pb2_grpc as api_grpc
-from gpuready.errors import GpureadyError, RuntimeUnreachableError
+from gpuready.errors import CriNotLoadedError, GpureadyError, RuntimeUnreachableError
 from gpuready.paths import CONTAINERD_SOCKET
 
 DEFAULT_ADDRESS = f"unix://{CONTAINERD_SOCKET}"
@@ -137,7 +137,7 @@ def unreachable(address: str, call: str, error: grpc.RpcError, timeout: float) -
     if code is grpc.StatusCode.DEADLINE_EXCEEDED:
         return RuntimeUnreachableError(f"{path}: no answer to {call} within {timeout:g}s ({HINT})")
     if code is grpc.StatusCode.UNIMPLEMENTED:
-        return RuntimeUnreachableError(
+        return CriNotLoadedError(
             f"{path}: answers gRPC but not the CRI runtime.v1 {call} call ({details or code.name}; "
             "is the CRI plugin disabled, or containerd older than 1.6?)"
         )

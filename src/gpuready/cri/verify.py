@@ -26,7 +26,7 @@ from gpuready.cri.live import (
 )
 from gpuready.cri.probe import ProbeResult, RuntimeIntent, run_probe
 from gpuready.cri.process import ServingProcess, serving_process
-from gpuready.errors import UsageError, VerificationError
+from gpuready.errors import CriNotLoadedError, GpureadyError, UsageError, VerificationError
 from gpuready.node import Node
 
 PROBE_IMAGE_MODES = ("node", "build")
@@ -279,6 +279,27 @@ def transaction_checks(options: VerifyOptions) -> list[live_checks.CheckResult]:
                                     f"{message}; {journal.PENDING_FIX}")]
 
 
+def _not_loaded_message(error: CriNotLoadedError, options: VerifyOptions, disk) -> str:
+    """containerd answered without CRI: the cause the model finds in the files it was started
+    on (the same file and reason doctor, lint and check give), else the daemon's answer."""
+    from gpuready.containerd.lines import node_line
+    from gpuready.containerd.model import load_node
+
+    try:
+        line = node_line(root=options.root, flag=options.containerd_version,
+                         config_version=disk.data.get("version"))
+        loaded = load_node(disk.path, node=Node(options.root), line=line)
+    except GpureadyError:
+        return error.message()
+    cause = loaded.cause
+    if cause is None:
+        return error.message()
+    where = f"{cause.file}: " if cause.file is not None else ""
+    fix = f"; fix: {cause.fix}" if cause.fix else ""
+    return (f"containerd answers on {socket_path(options.address)} but its CRI plugin did not "
+            f"load ({line.label}): {where}{cause.message}{fix}")
+
+
 def verify_live(options: VerifyOptions, *, connect=CriClient) -> LiveReport:
     """Compare the running containerd with the file on disk, check RuntimeClasses, and probe.
 
@@ -292,7 +313,10 @@ def verify_live(options: VerifyOptions, *, connect=CriClient) -> LiveReport:
         for found in live_checks.load_runtimeclasses(path)
     ]
     with connect(options.address, timeout=options.timeout) as client:
-        version = client.version()
+        try:
+            version = client.version()
+        except CriNotLoadedError as error:
+            raise CriNotLoadedError(_not_loaded_message(error, options, disk)) from None
         config = client.status(verbose=True).config()
         if config is None:
             raise VerificationError(

@@ -62,16 +62,18 @@ class ImportOverridesCri(Rule):
     scope = Scope.NODE
 
     def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        cause = ctx.config.loaded.cause if ctx.config is not None else None
         for file, plugin, lost in ctx.replaced_tables:
             shown = ", ".join(lost[:5]) + (f" and {len(lost) - 5} more" if len(lost) > 5 else "")
-            yield file.report(
-                self,
-                f"this file's [{render_key_path(('plugins', plugin))}] replaces the earlier "
-                f"one whole under containerd 1.x, losing {shown}",
-                ("plugins", plugin),
-                fix="register the runtime in the main config, or copy the whole CRI table "
-                "into this file",
-            )
+            message = (f"this file's [{render_key_path(('plugins', plugin))}] replaces the "
+                       f"earlier one whole under containerd 1.x, losing {shown}")
+            fix = ("register the runtime in the main config, or copy the whole CRI table "
+                   "into this file")
+            if cause is not None and cause.kind == "import-replaced" and cause.file == file.path:
+                # the loss stops the CRI plugin: the model's cause, as every command says it
+                message = f"{message}: {cause.message.split(': ', 1)[-1]}"
+                fix = cause.fix
+            yield file.report(self, message, ("plugins", plugin), fix=fix)
 
 
 class ImportMissing(Rule):
@@ -408,10 +410,78 @@ class CdiSpecInvalid(Rule):
                 fix="make the spec readable and valid",
             )
 
+class SettingShadowed(Rule):
+    """A setting in one file that containerd does not run, because a later file wins.
+
+    ## What it does
+    Follows the node's files in the order containerd reads them (the main file, then its
+    `imports`) and reports each setting under `plugins` whose value is not the one that runs,
+    naming the file whose value wins and why. On containerd 1.x a later file's plugin table
+    replaces the earlier one whole; on 2.x the last file's value for a key wins. (A setting the
+    later 1.x table leaves out entirely is `import-overrides-cri`, reported in that file.)
+
+    ## Why is this bad?
+    The edit looks applied and containerd runs something else. After a drop-in that copies the
+    whole CRI table (nvidia-ctk 1.20's, or `configure --drop-in`), a later change of
+    `sandbox_image` or a runtime's `BinaryName` in the main file has no effect on 1.x.
+
+    ## Example
+    ```toml
+    # /etc/containerd/config.toml (imports conf.d/*.toml)
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      BinaryName = "/opt/nvidia/bin/nvidia-container-runtime"
+    # /etc/containerd/conf.d/99-nvidia.toml holds the whole CRI table, with
+    #   BinaryName = "/usr/bin/nvidia-container-runtime"
+    ```
+
+    ## Use instead
+    ```toml
+    # make the change in the file that wins: /etc/containerd/conf.d/99-nvidia.toml
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+      BinaryName = "/opt/nvidia/bin/nvidia-container-runtime"
+    ```
+
+    ## Fix
+    Make the change in the file that wins (`gpuready configure --drop-in` that file), or remove
+    that file's copy of the setting.
+    """
+
+    name = "setting-shadowed"
+    severity = Severity.WARNING
+    scope = Scope.NODE
+
+    def check(self, ctx: NodeContext) -> Iterator[Problem]:
+        if ctx.config is None or len(ctx.files) < 2:
+            return
+        from gpuready.containerd.provenance import shadowed
+
+        loaded = ctx.config.loaded
+        if loaded.unread:
+            return
+        by_path = {file.path: file for file in ctx.files}
+        runtimes = {ctx.options.runtime_name, loaded.default_runtime}
+        for shadow in shadowed(loaded.sources, loaded.line.major):
+            file = by_path.get(shadow.file)
+            if file is None:
+                continue
+            key = render_key_path(shadow.key_path)
+            in_runtime = (len(shadow.key_path) > 4 and shadow.key_path[3] == "runtimes"
+                          and shadow.key_path[4] in runtimes)
+            yield file.report(
+                self,
+                f"{key} = {shadow.value!r} here is not what {loaded.line.line} runs "
+                f"({shadow.effective!r}): {shadow.reason}",
+                shadow.key_path,
+                fix=f"make the change in {shadow.winner} (the file that wins), or remove the "
+                "setting there",
+                severity=Severity.ERROR if in_runtime else None,
+            )
+
 
 # The rules this module defines, in the order the catalogue lists them.
 RULES = (
     ImportOverridesCri(),
+    SettingShadowed(),
     ImportMissing(),
     ImportVersionHigher(),
     HandlerMismatch(),

@@ -55,6 +55,7 @@ CATALOGUE: tuple[tuple[str, Scope, str], ...] = (
     ("systemd-cgroup-without-systemd", Scope.CONFIG, _OPTIONS),
     ("cri-disabled", Scope.CONFIG, _RUNTIMES),
     ("import-overrides-cri", Scope.NODE, _NODE),
+    ("setting-shadowed", Scope.NODE, _NODE),
     ("import-missing", Scope.NODE, _NODE),
     ("import-version-higher", Scope.NODE, _NODE),
     ("handler-mismatch", Scope.NODE, _NODE),

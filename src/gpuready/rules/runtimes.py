@@ -284,19 +284,14 @@ class DefaultRuntimeMissing(Rule):
         default = loaded.default_runtime
         if default in loaded.runtimes or loaded.unread:
             return
-        if default == facts.RUNC_DEFAULT_NAME:
-            if _lost_through_an_import(ctx, default):
-                return  # import-overrides-cri names the cause: one cause, one report
-            # containerd 1.x: a runtimes table in a file replaces the built-in runc whole
-            yield ctx.report(
-                self,
-                f"default_runtime_name {default!r} names no runtime {loaded.line.line} loads: "
-                f"the runtimes table replaces its built-in runc, and the CRI plugin will not "
-                "load (no pod starts)",
-                ctx.spec.runtimes_path,
-                fix=f'add [{render_key_path(ctx.spec.runtime_path(default))}] with runtime_type '
-                f'= "{RECOMMENDED_RUNTIME_TYPE}" (gpuready configure writes it)',
-            )
+        cause = loaded.cause
+        if cause is not None and cause.kind == "import-replaced":
+            return  # import-overrides-cri names the cause, in that file: one cause, one report
+        file = _file_of(ctx, cause.file) if cause is not None else None
+        if cause is not None and file is not None and cause.kind == "map-replaced":
+            # containerd 1.x: a runtimes table in a file replaces the built-in runc whole (the
+            # model's cause, the same one check, verify --live and the gate give)
+            yield file.report(self, cause.message, cause.key_path, fix=cause.fix)
             return
         yield ctx.report(
             self,
@@ -307,14 +302,9 @@ class DefaultRuntimeMissing(Rule):
         )
 
 
-def _lost_through_an_import(ctx: ConfigContext, name: str) -> bool:
-    """True when the main file alone loads runtime ``name`` and an imported file's plugin table
-    takes it away (containerd 1.x replaces a whole plugin table from an import)."""
-    if len(ctx.files) < 2 or ctx.main.data is None:
-        return False
-    from gpuready.containerd.model import build
-
-    return name in build([(ctx.main.path, ctx.main.data)], ctx.loaded.line).runtimes
+def _file_of(ctx: ConfigContext, path: object) -> FileContext | None:
+    """The file of ``ctx`` read from ``path``."""
+    return next((file for file in ctx.files if file.path == path), None)
 
 
 def _binary_keys(entry: Mapping[str, Any]) -> Iterator[tuple[tuple[str, ...], str]]:

@@ -278,7 +278,10 @@ def _loaded_check(name: str, runtime: str, config: ConfigFacts, loaded: Loaded |
     if why is None:
         return Check(name, True, f"{loaded.line.label} loads runtimes "
                                  f"{', '.join(sorted(loaded.runtimes))}")
-    if loaded.cri_error and loaded.cri_error.startswith("disabled_plugins"):
+    cause = loaded.cause
+    if cause is not None and cause.fix and cause.kind != "disabled":
+        fix = cause.fix  # the model's cause: the fix doctor and lint give for it
+    elif loaded.cri_error and loaded.cri_error.startswith("disabled_plugins"):
         fix = ("take the CRI plugin out of disabled_plugins: 'gpuready configure --enable-cri' "
                "(or 'gpuready setup --enable-cri')")
     elif loaded.cri_error and loaded.default_runtime not in loaded.runtimes:

@@ -60,9 +60,14 @@ def plan_configure_node(
         plans = plan_drop_in(main, drop_in, request, root=node.root, major=node.major)
     guard = configure_guard(node, request)
     if guard is not None:
-        from gpuready.containerd.keep_default import keep_default_runtime
+        from gpuready.containerd.keep_default import keep_default_runtime, repair_plans
 
+        repairs = repair_plans(plans, guard)
         plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
+        # the repair is written with the change (the gate judges them together) but not
+        # recorded: unconfigure takes back gpuready's runtime and keeps the node repaired
+        return [*plans, *repairs,
+                plan_record(node, plans, request=request, drop_in=drop_in, folders=True)]
     return [*plans, plan_record(node, plans, request=request, drop_in=drop_in, folders=True)]
 
 
