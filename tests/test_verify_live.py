@@ -203,11 +203,16 @@ def test_air_gapped_pause_image_hint_then_built_image(capsys, monkeypatch, start
     assert probe_sandboxes_left(daemon) == []
 
 
-def test_disabled_cri_plugin_is_unreachable(capsys, monkeypatch, start_containerd):
+def test_disabled_cri_plugin_is_a_failed_check_naming_the_cause(capsys, monkeypatch,
+                                                                 start_containerd):
+    """containerd answers, without CRI: exit 1 (3 is for nothing answering), with the cause the
+    model finds in the files it runs on, in the file that holds it."""
     daemon = start_containerd(disabled_plugins=["io.containerd.grpc.v1.cri"])
     result = verify(capsys, monkeypatch, daemon)
-    assert result.code == 3
-    assert "is the CRI plugin disabled" in result.err
+    assert result.code == 1
+    assert "its CRI plugin did not load" in result.err
+    assert f"{daemon.config_path}: the CRI plugin is off here: disabled_plugins" in result.err
+    assert "--enable-cri" in result.err
     assert "Traceback" not in result.err
 
 

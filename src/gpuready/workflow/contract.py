@@ -414,6 +414,10 @@ SAID_BY_THE_CONTRACT = frozenset({
     "toml-syntax", "transaction-pending", "runtime-not-registered", "default-runtime-missing",
     "cri-disabled", "cgroup-driver-mismatch", "systemd-cgroup-without-systemd",
     "handler-mismatch", "handler-invalid", "cdi-spec-invalid",
+    # an owner's input gpuready wrote that the owner renders on its next start: the restart it
+    # needs is the owner's note (setup and configure name the command); the contract's checks
+    # read what the owner will render
+    "owner-template-stale",
 })
 
 
