@@ -122,6 +122,9 @@ def _map_replaced_cause(loaded: Any, sources: Sequence[Source], name: str) -> Ca
            f"or add [{render_key_path(spec.runtime_path(name))}] with runtime_type = "
            '"io.containerd.runc.v2" there')
     if earlier:
+        fix = (f"copy the whole CRI table of {earlier[-1]} ({name} included) into this file, or "
+               "remove this file's CRI table and register the runtime in the main config "
+               "('gpuready configure')")
         return Cause(path, spec.cri_path,
                      f"this file's [{header}] replaces the whole table of {earlier[-1]} under "
                      f"{line} (imports replace plugin tables whole), losing runtime {name}: "
