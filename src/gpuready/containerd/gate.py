@@ -158,6 +158,9 @@ def judge(before: Loaded | None, after: Loaded, intent: Intent) -> list[str]:
     lost = sorted(set(had) - set(after.runtimes if usable(after) else {}) - intent.removes)
     if before is not None and usable(before) and not usable(after):
         reasons.append(f"the CRI plugin would no longer load: {after.cri_error}")
+    elif after.cri_error and before is not None and not usable(before) and \
+            before.cri_error == after.cri_error:
+        reasons.append(_broken_before(before))
     elif after.cri_error and (intent.adds or before is None or usable(before)):
         reasons.append(f"the CRI plugin would not load: {after.cri_error}")
     if lost and usable(after):
@@ -171,6 +174,18 @@ def judge(before: Loaded | None, after: Loaded, intent: Intent) -> list[str]:
             reasons += _default_changes(before, after)
         reasons += _taken_over(before, after, intent)
     return reasons
+
+
+def _broken_before(before: Loaded) -> str:
+    """Broken before is not broken by: the node's CRI plugin does not load now, and the change
+    leaves it so; the cause is the model's, in the file that holds it."""
+    cause = before.cause
+    if cause is None or cause.file is None:
+        return (f"the CRI plugin does not load now, and would not after this change: "
+                f"{before.cri_error}")
+    fix = f"; fix: {cause.fix}" if cause.fix else ""
+    return (f"the CRI plugin does not load now, and would not after this change: "
+            f"{cause.file}: {cause.message}{fix}")
 
 
 def _default_changes(before: Loaded, after: Loaded) -> list[str]:

@@ -288,7 +288,8 @@ class DefaultRuntimeMissing(Rule):
         if cause is not None and cause.kind == "import-replaced":
             return  # import-overrides-cri names the cause, in that file: one cause, one report
         file = _file_of(ctx, cause.file) if cause is not None else None
-        if cause is not None and file is not None and cause.kind == "map-replaced":
+        if cause is not None and file is not None and cause.kind in ("map-replaced",
+                                                                     "default-missing"):
             # containerd 1.x: a runtimes table in a file replaces the built-in runc whole (the
             # model's cause, the same one check, verify --live and the gate give)
             yield file.report(self, cause.message, cause.key_path, fix=cause.fix)
