@@ -120,7 +120,7 @@ LAYERS: dict[str, int] = {
     "gpuready.cdi.units": PLANS,
     "gpuready.owners.configure": PLANS,
     "gpuready.owners.effective": PLANS,
-    "gpuready.owners.records": PLANS,  # where configure's records lie on an owned node, and their undo
+    "gpuready.owners.records": PLANS,  # the records of an owned node, and their undo
     # -- 5 the workflows: several plans, one verdict, in order
     "gpuready.workflow": WORKFLOWS,
     "gpuready.cri.verify": WORKFLOWS,
