@@ -17,8 +17,10 @@ tests/test_node_view.py hold to every recording of those lines.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -30,6 +32,7 @@ from gpuready.compat import tomllib
 from gpuready.containerd.decoding import LINES_BY_NAME, decoded_value
 from gpuready.containerd.lines import from_release_text
 from gpuready.containerd.model import load_node
+from gpuready.containerd.versions import spec_for
 from gpuready.node import Node
 from gpuready.textfile import without_bom
 from tests.harness.containerd import Containerd, sandboxed, short_tempdir
@@ -91,13 +94,37 @@ def _line(source: Path) -> str:
     return LINE_OF_VERSION.get(config_version(data), "2.3")
 
 
-def lay_out(source: Path, root: Path) -> Path:
+# A base OCI spec containerd 1.6 loads: written where a runtime's base_runtime_spec names one
+BASE_SPEC = '{"ociVersion": "1.0.2-dev", "process": {"cwd": "/"}, "root": {"path": "rootfs"}}\n'
+
+
+def base_specs(text: str) -> set[str]:
+    """The absolute paths a file's runtimes name as ``base_runtime_spec``."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "base_runtime_spec" and isinstance(item, str) and item.startswith("/"):
+                    found.add(item)
+                walk(item)
+
+    walk(tomllib.loads(without_bom(text)))
+    return found
+
+
+def lay_out(source: Path, root: Path, *, with_base_specs: bool = True) -> Path:
     """``source`` and nvidia-ctk's drop-in for it, at the paths nvidia-ctk writes them under
-    ``root``."""
+    ``root``; with the base OCI specs the runtimes name, as the node that ships the file has
+    them (containerd 1.6's CRI plugin does not load without them: "failed to load base OCI
+    spec from file", seen on kubespray's and kind's files)."""
     main, drop_in = drop_in_like_nvidia_ctk(source.read_text(encoding="utf-8"))
     (root / DROP_IN.lstrip("/")).parent.mkdir(parents=True)
     (root / MAIN.lstrip("/")).write_text(main, encoding="utf-8")
     (root / DROP_IN.lstrip("/")).write_text(drop_in, encoding="utf-8")
+    for spec in (base_specs(main) | base_specs(drop_in)) if with_base_specs else ():
+        (root / spec.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (root / spec.lstrip("/")).write_text(BASE_SPEC)
     return root
 
 
@@ -153,32 +180,56 @@ def model_answer(root: Path, line: str) -> Answer:
                   binary, systemd)
 
 
-def daemon_loads_cri(root: Path) -> tuple[bool, str]:
-    """Whether the real containerd 1.6, started on the node's files, loads its CRI plugin
-    (False when it does not start at all), and what it said."""
+@contextlib.contextmanager
+def daemon_on(root: Path) -> Iterator[Containerd]:
+    """The real containerd 1.6 started on the node's files, laid out again in a short folder
+    (the socket's path is limited): the main file sandboxed, its imports moved into the folder,
+    nvidia-ctk's drop-in where the moved imports find it. Not yet started; removed after."""
     folder = short_tempdir()
-    main_text = (root / MAIN.lstrip("/")).read_text(encoding="utf-8")
-    document = tomlkit.parse(sandboxed(without_bom(main_text), folder))
-    imports = tomlkit.parse(without_bom(main_text)).get("imports")
+    main_text = without_bom((root / MAIN.lstrip("/")).read_text(encoding="utf-8"))
+    original = tomlkit.parse(main_text)
+    cri = spec_for(original.get("version", 1)).cri_plugin
+    # sandboxed sets restrict_oom_score_adj in the main file's CRI table: an empty one where
+    # there is none (its struct fields merge; the drop-in's table replaces it on 1.x anyway)
+    original.setdefault("plugins", tomlkit.table()).setdefault(cri, tomlkit.table())
+    document = tomlkit.parse(sandboxed(tomlkit.dumps(original), folder))
+    imports = original.get("imports")
     if imports is not None:  # sandboxed drops them: the node's own, moved under the folder
         document["imports"] = [str(folder / path.lstrip("/")) if path.startswith("/") else path
                                for path in imports]
     drop_in = folder / DROP_IN.lstrip("/")
     drop_in.parent.mkdir(parents=True)
-    drop_in.write_text((root / DROP_IN.lstrip("/")).read_text(encoding="utf-8"))
-    daemon = Containerd(tomlkit.dumps(document), folder)
+    drop_in_text = (root / DROP_IN.lstrip("/")).read_text(encoding="utf-8")
+    config_text = tomlkit.dumps(document)
+    # the base specs the node holds, moved into the folder as the imports are
+    for spec in base_specs(main_text) | base_specs(drop_in_text):
+        if (root / spec.lstrip("/")).is_file():
+            moved = folder / spec.lstrip("/")
+            moved.parent.mkdir(parents=True, exist_ok=True)
+            moved.write_text((root / spec.lstrip("/")).read_text())
+            config_text = config_text.replace(f'"{spec}"', f'"{moved}"')
+            drop_in_text = drop_in_text.replace(f'"{spec}"', f'"{moved}"')
+    drop_in.write_text(drop_in_text)
+    daemon = Containerd(config_text, folder)
     try:
+        yield daemon
+    finally:
+        daemon.remove()
+
+
+def daemon_loads_cri(root: Path) -> tuple[bool, str]:
+    """Whether the real containerd 1.6, started on the node's files, loads its CRI plugin
+    (False when it does not start at all), and what it said."""
+    with daemon_on(root) as daemon:
         try:
             daemon.start()
         except RuntimeError as error:
             return False, str(error)
         rows = subprocess.run(["ctr", "--address", str(daemon.socket), "plugins", "ls"],
                               capture_output=True, text=True, timeout=30).stdout
-        cri = [row.split() for row in rows.splitlines() if row.split()[:2] == [
-            "io.containerd.grpc.v1", "cri"]]
+        cri = [row.split() for row in rows.splitlines()
+               if row.split()[:2] == ["io.containerd.grpc.v1", "cri"]]
         return bool(cri) and cri[0][-1] == "ok", rows + daemon.log_text()
-    finally:
-        daemon.remove()
 
 
 # error findings that mean the CRI plugin does not load (or containerd does not start)
@@ -219,21 +270,32 @@ def said_by_check(checks: dict[str, dict]) -> dict[str, Any]:
             "systemd": "False" if systemd == "None" else systemd}
 
 
+def _with_daemon(dumped: Answer | None, started: bool) -> Answer:
+    """The dump's answer, the daemon's word on whether the CRI plugin loads."""
+    if dumped is None:  # containerd refuses the files: nothing loads
+        return Answer(False, (), "runc", None, None)
+    return dumped._replace(cri_loads=started)
+
+
 @pytest.fixture(scope="module")
 def nodes(tmp_path_factory) -> dict[str, dict]:
     """Every source with nvidia-ctk's drop-in as a node under base/LINE/; the line's answer;
     lint, doctor and check on each; audit once per line."""
-    require(binaries=("containerd",))
+    require(binaries=("containerd", "ctr"))
     base = tmp_path_factory.mktemp("ctk-nodes")
     found: dict[str, dict] = {}
     for source in SOURCES:
         line = _line(source)
         root = lay_out(source, base / line / _id(source))
+        entry = {"root": root, "line": line, "why": ""}
         if line == "1.6":
-            expected, why = dump_answer(root)
+            entry["dumped"], entry["why"] = dump_answer(root)
+            entry["started"], said = daemon_loads_cri(root)
+            entry["why"] += said
+            entry["expected"] = _with_daemon(entry["dumped"], entry["started"])
         else:
-            expected, why = model_answer(root, line), ""
-        found[_id(source)] = {"root": root, "line": line, "expected": expected, "why": why}
+            entry["expected"] = model_answer(root, line)
+        found[_id(source)] = entry
 
     def ask(entry: dict) -> None:
         common = ("--root", str(entry["root"]), "--containerd-version", entry["line"],
@@ -254,15 +316,14 @@ def nodes(tmp_path_factory) -> dict[str, dict]:
     return found
 
 
+@pytest.mark.containerd
 @pytest.mark.parametrize("source", SOURCES, ids=_id)
 def test_every_command_gives_the_lines_answer(source: Path, nodes) -> None:
     """lint, doctor and audit: the CRI plugin loads and loads nvidia exactly when the line
     does, and name nvidia's effective BinaryName; check: runc and nvidia registered, the
     runtimes loaded and nvidia's SystemdCgroup as the line has them."""
     entry = nodes[_id(source)]
-    expected: Answer | None = entry["expected"]
-    if expected is None:  # containerd refuses the files: nothing loads
-        expected = Answer(False, (), "runc", None, None)
+    expected: Answer = entry["expected"]
     gpu_loaded = expected.cri_loads and GPU in expected.runtimes
     for command in ("lint", "doctor", "audit"):
         said = said_by_rules(entry[command]["problems"])
@@ -277,3 +338,37 @@ def test_every_command_gives_the_lines_answer(source: Path, nodes) -> None:
     if gpu_loaded:
         assert check["runtimes"] == expected.runtimes, (expected, check)
         assert check["systemd"] == str(expected.systemd_cgroup), (expected, check)
+
+
+@pytest.mark.containerd
+@pytest.mark.parametrize("source", [s for s in SOURCES if _line(s) == "1.6"], ids=_id)
+def test_the_dump_and_the_started_daemon_agree(source: Path, nodes) -> None:
+    """On 1.6 the CRI plugin loads exactly when the dump is not refused, lists the default
+    runtime and does not disable the plugin: the rule every command's verdict rests on."""
+    entry = nodes[_id(source)]
+    dumped = entry["dumped"]
+    assert (dumped is not None and dumped.cri_loads) == entry["started"], (dumped, entry["why"])
+
+
+KUBESPRAY = DATA / "corpus" / "kubespray.toml"
+NO_BASE_SPEC = ("gpuready does not check that a runtime's base_runtime_spec file exists: "
+                "containerd 1.6's CRI plugin does not load without it ('failed to create CRI "
+                "service: failed to load base OCI spec from file'), and lint, doctor and check "
+                "say it loads")
+
+
+@pytest.mark.containerd
+def test_without_its_base_spec_the_real_cri_plugin_does_not_load(tmp_path: Path) -> None:
+    """The node of kubespray's file, nvidia-ctk's drop-in, and no /etc/containerd/cri-base.json:
+    the real 1.6 serves no CRI (the corpus test above lays the base spec out)."""
+    require(binaries=("containerd", "ctr"))
+    root = lay_out(KUBESPRAY, tmp_path / "node", with_base_specs=False)
+    loads, said = daemon_loads_cri(root)
+    assert not loads and "failed to load base OCI spec from file" in said, said
+
+
+@pytest.mark.xfail(strict=True, reason=NO_BASE_SPEC)
+def test_without_its_base_spec_doctor_says_the_cri_plugin_does_not_load(tmp_path: Path) -> None:
+    root = lay_out(KUBESPRAY, tmp_path / "node", with_base_specs=False)
+    result = run_cli("doctor", "--root", str(root), "--containerd-version", "1.6")
+    assert result.code == 1 and "cri-base.json" in result.out, result.out
