@@ -372,3 +372,39 @@ def test_without_its_base_spec_doctor_says_the_cri_plugin_does_not_load(tmp_path
     root = lay_out(KUBESPRAY, tmp_path / "node", with_base_specs=False)
     result = run_cli("doctor", "--root", str(root), "--containerd-version", "1.6")
     assert result.code == 1 and "cri-base.json" in result.out, result.out
+
+
+LIVE = [DEBIAN, DATA / "containerd" / "lab-base.toml",
+        DATA / "containerd" / "containerd-1.6.20-default.toml",
+        DATA / "corpus-real" / "kubespray-containerd-v2.toml"]
+
+
+@pytest.mark.containerd
+@pytest.mark.parametrize("source", LIVE, ids=_id)
+def test_verify_live_gives_the_running_daemons_answer(source: Path, tmp_path: Path) -> None:
+    """verify --live against the real 1.6 started on the node: where the CRI plugin does not
+    load (Debian's file), exit 1 naming nvidia-ctk's drop-in and the cause; where it loads, the
+    runtimes, the default and nvidia's decoded BinaryName and SystemdCgroup of config dump (on
+    kubespray's file nvidia-ctk's copy spells binaryName twice and systemdCgroup in camelCase:
+    1.6 takes the exact BinaryName)."""
+    require(binaries=("containerd", "ctr"))
+    root = lay_out(source, tmp_path / "node")
+    expected, why = dump_answer(root)
+    assert expected is not None, why
+    with daemon_on(root) as daemon:
+        daemon.start()
+        result = run_cli("verify", "--live", "--address", daemon.address, "--config",
+                         str(daemon.config_path), "--containerd-version", "1.6",
+                         "--format", "json")
+    if source == DEBIAN:
+        assert result.code == 1, result
+        assert "CRI plugin did not load" in result.err and "99-nvidia.toml" in result.err
+        assert "built-in one, so runc is gone" in result.err, result.err
+        return
+    assert expected.cri_loads and result.code == 0, (expected, result)
+    report = json.loads(result.out)
+    assert tuple(sorted(report["runtimes"])) == expected.runtimes
+    assert report["default_runtime_name"] == expected.default
+    decoded = report["runtimes"][GPU]["decoded"]
+    assert decoded["BinaryName"]["value"] == expected.binary_name
+    assert decoded["SystemdCgroup"]["value"] == expected.systemd_cgroup
