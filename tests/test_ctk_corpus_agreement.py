@@ -266,8 +266,10 @@ def said_by_check(checks: dict[str, dict]) -> dict[str, Any]:
     detail = checks.get("SystemdCgroup is the boolean true", {}).get("detail", "")
     systemd = detail.split(" = ", 1)[1].split(" (")[0] if " = " in detail else None
     # unset (None) is runc's default, false
+    default = checks["default_runtime_name is runc"]["detail"]
     return {"runc": checks["runc registered"]["ok"], "gpu": gpu["ok"], "runtimes": runtimes,
-            "systemd": "False" if systemd == "None" else systemd}
+            "systemd": "False" if systemd == "None" else systemd,
+            "default": default.split(" = ", 1)[1] if " = " in default else None}
 
 
 def _with_daemon(dumped: Answer | None, started: bool) -> Answer:
@@ -335,6 +337,8 @@ def test_every_command_gives_the_lines_answer(source: Path, nodes) -> None:
     assert check["gpu"] == gpu_loaded, (expected, entry["check"])
     assert check["runc"] == (expected.cri_loads and "runc" in expected.runtimes), \
         (expected, entry["check"])
+    if expected.cri_loads:
+        assert check["default"] == repr(expected.default), (expected, check)
     if gpu_loaded:
         assert check["runtimes"] == expected.runtimes, (expected, check)
         assert check["systemd"] == str(expected.systemd_cgroup), (expected, check)
