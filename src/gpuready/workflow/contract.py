@@ -221,7 +221,9 @@ def check_config(config: ConfigFacts, loaded: Loaded | None = None, *,
     """
     node_systemd = systemd
     runtime = loaded.runtimes.get(config.runtime_name) if loaded else config.runtime
-    systemd = facts.runtime_options(runtime).get("SystemdCgroup")
+    options = facts.runtime_options(runtime)
+    systemd_key = _systemd_cgroup_key(options, loaded)
+    systemd = options.get(systemd_key)
     runtime_type = (runtime or {}).get("runtime_type")
     default = loaded.default_runtime if loaded else config.default_runtime
     return [
@@ -242,14 +244,32 @@ def check_config(config: ConfigFacts, loaded: Loaded | None = None, *,
             f"default_runtime_name = {default!r}",
             'set default_runtime_name = "runc"; GPU pods opt in with the RuntimeClass',
         ),
-        _systemd_cgroup_check(systemd, node_systemd),
+        _systemd_cgroup_check(systemd, node_systemd, key=systemd_key),
     ]
 
 
-def _systemd_cgroup_check(value: object, node_systemd) -> Check:
-    """SystemdCgroup is the contract's boolean true; on a node without systemd, a boolean (the
-    cgroup check judges its value there)."""
-    shown = f"options.SystemdCgroup = {value!r} ({type(value).__name__})"
+def _systemd_cgroup_key(options: Mapping[str, Any], loaded: Loaded | None) -> str:
+    """The key whose value the node's containerd line gives ``SystemdCgroup``.
+
+    containerd matches option keys against the shim's field names case-insensitively, so a
+    ``systemdCgroup = true`` (kubespray writes it; nvidia-ctk copies it from runc) is what the
+    shim gets, measured on every line (:mod:`gpuready.containerd.decoding`). The exact key when
+    no line is known, when no spelling reaches the shim, or when the lines disagree or were never
+    recorded reading the spellings (option-spelling and option-spelled-twice say so).
+    """
+    if loaded is None:
+        return "SystemdCgroup"
+    from gpuready.containerd import decoding
+
+    lines = decoding.lines_for(major=loaded.line.major, release=loaded.line.release)
+    used = {decoding.read_field(options, "SystemdCgroup", line).key for line in lines}
+    return used.pop() if len(used) == 1 and None not in used else "SystemdCgroup"
+
+
+def _systemd_cgroup_check(value: object, node_systemd, *, key: str = "SystemdCgroup") -> Check:
+    """SystemdCgroup (as spelled by ``key``) is the contract's boolean true; on a node without
+    systemd, a boolean (the cgroup check judges its value there)."""
+    shown = f"options.{key} = {value!r} ({type(value).__name__})"
     if node_systemd is not None and node_systemd.absent:
         return Check(
             "SystemdCgroup is a boolean",
