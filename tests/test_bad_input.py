@@ -255,7 +255,9 @@ def run_cli_with_file_size_limit(root: Path, limit: int):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    # no byte code written under the limit: CPython's .pyc writer takes a short write as done
+    # and renames a truncated file into place ("marshal data too short" for every later run)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), PYTHONDONTWRITEBYTECODE="1")
     done = subprocess.run([sys.executable, "-m", "gpuready", "setup", "--root", str(root),
                            "--gpus", "64"], capture_output=True, text=True, env=env,
                           preexec_fn=preexec, timeout=120)
