@@ -56,6 +56,7 @@ CATALOGUE: tuple[tuple[str, Scope, str], ...] = (
     ("cri-disabled", Scope.CONFIG, _RUNTIMES),
     ("import-overrides-cri", Scope.NODE, _NODE),
     ("setting-shadowed", Scope.NODE, _NODE),
+    ("base-runtime-spec-missing", Scope.NODE, _NODE),
     ("import-missing", Scope.NODE, _NODE),
     ("import-version-higher", Scope.NODE, _NODE),
     ("handler-mismatch", Scope.NODE, _NODE),
