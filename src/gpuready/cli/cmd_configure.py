@@ -323,18 +323,18 @@ def _shadowed_by(plans, repairs, guard, *, target) -> str:
     from gpuready.containerd.effective import same_file
     from gpuready.containerd.provenance import cri_table_file
 
-    if not any(plan.changes for plan in plans):
-        return ""
+    if not guard.line.line.maps_replace_defaults or not any(plan.changes for plan in plans):
+        return ""  # 2.x merges every file key by key: nothing to judge (no verdict computed)
     after = guard.verdict([*plans, *repairs], ask_installed=False).after
     winner = cri_table_file(after.sources, guard.line.major)
     if winner is None or same_file(winner, target):
         return ""
     return (f"the runtime's table in {target} would not take effect: {winner} holds the CRI "
             f"table too, and {guard.line.line} replaces the whole table from the later file; "
-            f"write it there: gpuready configure --drop-in {guard_node_path(guard, winner)}")
+            f"write it there: gpuready configure --drop-in {_node_path(guard, winner)}")
 
 
-def guard_node_path(guard, path) -> str:
+def _node_path(guard, path) -> str:
     """``path`` as the node names it (relative to the guard's root)."""
     from gpuready.node import Node
 

@@ -122,13 +122,9 @@ def repair_plans(plans: Sequence[Plan], guard: Guard) -> list[Plan]:
         return []
     text = node.read_text(cause.file, kind=FileKind.CONFIG)
     current = Plan(cause.file, text, text, "")
-    repaired = _with_runtime(current, name, entry, beside=_first_runtime(before, cause.file))
+    # the file's map is the one the line reads: any runtime left in it lies in that file
+    repaired = _with_runtime(current, name, entry, beside=next(iter(before.runtimes), ""))
     why = (f"repair: write runtime {name}'s table back into {cause.file} (its runtimes table "
            f"replaced {guard.line.line}'s built-in {name}, so the CRI plugin did not load; "
            "unconfigure keeps this repair)")
     return [replace(repaired, summary=why, notes=(why,), guard=guard)]
-
-
-def _first_runtime(loaded: Loaded, path: Any) -> str:
-    """The name of a runtime ``path`` writes (the repair goes beside it)."""
-    return next(iter(loaded.runtimes), "")

@@ -22,9 +22,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from gpuready.containerd.facts import lookup
+from gpuready.containerd.facts import disabled_cri_plugins, lookup
 from gpuready.containerd.versions import (
-    CRI_PLUGIN_IDS,
     VERSIONS,
     ConfigVersion,
     KeyPath,
@@ -68,9 +67,10 @@ def _spec(data: Mapping[str, Any]) -> ConfigVersion | None:
     return VERSIONS.get(value)
 
 
-def _cri_paths(spec: ConfigVersion, major: int) -> KeyPath:
-    """The CRI table as a file of ``spec`` names it for a line of ``major``."""
-    return spec.cri_path if major == 2 or spec.number <= 2 else ("plugins", "-unread-")
+def _read_cri_path(spec: ConfigVersion, major: int) -> KeyPath | None:
+    """The CRI table as a file of ``spec`` names it, None where a line of ``major`` does not
+    read it (1.x leaves a version 3 or 4 file's plugin tables unread)."""
+    return spec.cri_path if major == 2 or spec.number <= 2 else None
 
 
 def cri_cause(loaded: Any, sources: Sequence[Source]) -> Cause | None:
@@ -148,9 +148,8 @@ def _cri_winner(sources: Sequence[Source], major: int
                 ) -> tuple[Path, Mapping[str, Any], ConfigVersion] | None:
     """The last file holding the CRI table the line reads (on 1.x that table wins whole)."""
     for path, data, spec in reversed(list(_with_specs(sources))):
-        if spec is None:
-            continue
-        if isinstance(lookup(data, _cri_paths(spec, major)), Mapping):
+        cri_path = _read_cri_path(spec, major) if spec is not None else None
+        if cri_path is not None and isinstance(lookup(data, cri_path), Mapping):
             return path, data, spec
     return None
 
@@ -165,9 +164,7 @@ def _last_setting(sources: Sequence[Source], key_path_of) -> tuple[Path, KeyPath
 
 def _disabled_cause(loaded: Any, sources: Sequence[Source]) -> Cause:
     for path, data in reversed(list(sources)):
-        listed = data.get("disabled_plugins")
-        if isinstance(listed, list) and any(item in CRI_PLUGIN_IDS for item in listed
-                                            if isinstance(item, str)):
+        if disabled_cri_plugins(data):
             return Cause(path, ("disabled_plugins",),
                          f"the CRI plugin is off here: {loaded.cri_error}",
                          "take the CRI plugin out of disabled_plugins "
