@@ -21,7 +21,13 @@ A target below its floor cannot be met by anything gpuready's own code does. Not
 numbers depend on the machine. ``benchmarks/bench_fleet.py`` measures ``audit`` and prints these
 rows as well.
 
-    python3 benchmarks/bench_startup.py [--runs 21]
+With ``--against REV`` each row is also measured for gpuready as it was at git revision REV
+(its ``src/`` exported to a temporary folder), in the same turns (this tree, baseline, REV), and
+the row prints both ratios and their quotient: a change that slows a command by more than
+``--within`` (default 1.10) of REV's ratio says "SLOWER". Both trees start through the same
+``python -c`` entry, so the console script's own cost is left out of both.
+
+    python3 benchmarks/bench_startup.py [--runs 21] [--against REV [--within 1.10]]
 """
 
 from __future__ import annotations
@@ -86,9 +92,9 @@ class Measured:
         return self.ratio <= self.target.limit
 
 
-def _seconds(command: list[str]) -> float:
+def _seconds(command: list[str], env: dict[str, str] = ENV) -> float:
     start = time.perf_counter()
-    result = subprocess.run(command, env=ENV, capture_output=True, check=False)
+    result = subprocess.run(command, env=env, capture_output=True, check=False)
     elapsed = time.perf_counter() - start
     if result.returncode not in (0, 1):
         raise SystemExit(f"{' '.join(command)} failed ({result.returncode}): "
@@ -132,9 +138,11 @@ def importing(*modules: str, then: str = "") -> list[str]:
     return [sys.executable, "-c", code + then]
 
 
-def targets(config: Path, set_up: Path, bare_node: Path) -> list[Target]:
-    """The start-up targets, each with its floor."""
-    gpuready, bare = gpuready_command(), [sys.executable, "-c", "pass"]
+def targets(config: Path, set_up: Path, bare_node: Path,
+            gpuready: list[str] | None = None) -> list[Target]:
+    """The start-up targets, each with its floor; ``gpuready`` starts the program measured
+    (default: as an operator starts it)."""
+    gpuready, bare = gpuready or gpuready_command(), [sys.executable, "-c", "pass"]
     load = "tomllib.load(open(sys.argv[1], 'rb'))"
     return [
         Target("lint FILE / tomllib load of FILE", [*gpuready, "lint", str(config)],
@@ -171,13 +179,93 @@ def run_all(runs: int) -> list[Measured]:
         return [measure(target, runs) for target in targets(*prepare(Path(folder)))]
 
 
+# Both trees of --against start the same way, through the entry point the console script calls.
+ENTRY = [sys.executable, "-c", "from gpuready.cli.main import entrypoint; entrypoint()"]
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One target measured for this tree and for REV in the same turns: the median ratio of
+    each to the baseline, and the median of this tree's seconds over REV's."""
+
+    target: Target
+    ratio: float
+    earlier: float
+    quotient: float
+
+
+def export(revision: str, folder: Path) -> Path:
+    """``src/`` of git ``revision`` in ``folder``, byte-compiled; the folder to put on
+    ``PYTHONPATH``. A revision git does not know stops the benchmark with git's message."""
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", revision, "src"],
+                             capture_output=True, check=False)
+    if archive.returncode != 0:
+        raise SystemExit(f"--against {revision}: {archive.stderr.decode().strip()}")
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(folder / "src")], check=True)
+    return folder / "src"
+
+
+def _imported_from(env: dict[str, str]) -> Path:
+    """Where ``env``'s Python imports gpuready from (the check that each tree runs its own)."""
+    out = subprocess.run([sys.executable, "-c", "import gpuready; print(gpuready.__file__)"],
+                         env=env, capture_output=True, text=True, check=True).stdout.strip()
+    return Path(out).parent.parent
+
+
+def compare(target: Target, earlier_env: dict[str, str], runs: int) -> Compared:
+    """Time ``target``'s command on this tree, its baseline, and the command on REV, in turns,
+    ``runs`` times after a warm-up."""
+    def turn():
+        return (_seconds(target.command), _seconds(target.baseline),
+                _seconds(target.command, earlier_env))
+
+    turn()
+    turns = [turn() for _ in range(runs)]
+    return Compared(target, statistics.median(c / b for c, b, _ in turns),
+                    statistics.median(e / b for _, b, e in turns),
+                    statistics.median(c / e for c, _, e in turns))
+
+
+def compared_row(compared: Compared, within: float) -> str:
+    """One line of ``--against``: both ratios, and this tree's time over REV's with its limit."""
+    verdict = "ok" if compared.quotient <= within else "SLOWER"
+    return (f"{compared.target.name:<48} {compared.ratio:5.2f}  was {compared.earlier:5.2f}  "
+            f"now/was {compared.quotient:4.2f} (<= {within}) {verdict}")
+
+
+def run_against(revision: str, runs: int, within: float) -> list[Compared]:
+    """Measure every target for this tree and ``revision`` side by side."""
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(SRC)], check=True)
+    with tempfile.TemporaryDirectory(prefix="gpuready-startup-") as folder:
+        earlier_src = export(revision, Path(folder) / "earlier")
+        earlier_env = dict(ENV, PYTHONPATH=str(earlier_src))
+        for env, tree in ((ENV, SRC), (earlier_env, earlier_src)):
+            if _imported_from(env) != tree:
+                raise SystemExit(f"gpuready imports from {_imported_from(env)}, not {tree}")
+        inputs = prepare(Path(folder))
+        return [compare(target, earlier_env, runs)
+                for target in targets(*inputs, gpuready=ENTRY)]
+
+
 def main() -> None:
     """Measure and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=21, help="pairs per target (default: 21)")
+    parser.add_argument("--against", metavar="REV",
+                        help="also measure git revision REV's gpuready in the same turns")
+    parser.add_argument("--within", type=float, default=1.10, metavar="X",
+                        help="with --against: the most this tree's time may be over REV's "
+                        "(default: 1.10)")
     args = parser.parse_args()
     print(f"Python {sys.version.split()[0]} on {os.cpu_count()} CPUs, medians of {args.runs} "
           "pairs taken in turns:")
+    if args.against:
+        print(f"this tree against {args.against} (its ratio to the baseline 'was'):")
+        for compared in run_against(args.against, args.runs, args.within):
+            print(compared_row(compared, args.within))
+        return
     for measured in run_all(args.runs):
         print(row(measured))
 

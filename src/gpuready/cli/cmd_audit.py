@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpuready.cli import requests
 from gpuready.cli.common import add_command, add_runtime_name
 
 DESCRIPTION = """\
@@ -58,7 +59,13 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Audit:
+    """``audit``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Audit, vars(args))
+
+
+def run(request: requests.Audit) -> int:
     """Audit the nodes; return the exit code."""
     import json
     import sys
@@ -69,26 +76,26 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.fleet.nodes import discover
     from gpuready.rules import selection
 
-    if args.jobs is not None and args.jobs < 1:
+    if request.jobs is not None and request.jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    for path in args.paths:
+    for path in request.paths:
         _require_exists(Path(path))
-    sources = discover([Path(p) for p in args.paths])
+    sources = discover([Path(p) for p in request.paths])
     if not sources:
-        raise UsageError(f"no node found in {', '.join(args.paths)} (a node folder has "
+        raise UsageError(f"no node found in {', '.join(request.paths)} (a node folder has "
                          "etc/containerd; a fleet folder has one such folder per host)")
     summary = audit(
         sources,
-        runtime_name=args.runtime_name,
-        selected=selection(select=args.select, ignore=args.ignore),
-        containerd_version=args.containerd_version,
-        jobs=args.jobs,
+        runtime_name=request.runtime_name,
+        selected=selection(select=request.select, ignore=request.ignore),
+        containerd_version=request.containerd_version,
+        jobs=request.jobs,
         progress=ProgressBar() if ProgressBar.wanted() else None,
     )
-    if args.format == "json":
+    if request.format == "json":
         sys.stdout.write(json.dumps(document(summary), indent=2) + "\n")
     else:
-        sys.stdout.write(render_text(summary, worst=max(args.worst, 0)))
+        sys.stdout.write(render_text(summary, worst=max(request.worst, 0)))
     return ExitCode.CHECK_FAILED if summary.failed else ExitCode.OK
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 
 DESCRIPTION = """\
 validate refuses exactly what the CDI loader refuses (and warns where SPEC.md is stricter);
@@ -103,7 +103,7 @@ def register(subparsers) -> None:
         subparsers, "cdi",
         description=DESCRIPTION, epilog=CDI_EPILOG)
     actions = parser.add_subparsers(dest="cdi_command", metavar="ACTION")
-    parser.set_defaults(handler=lambda args: _usage(parser))
+    parser.set_defaults(handler=lambda _request: _usage(parser))
     _register_validate(actions)
     _register_generate(actions)
     _register_refresh(actions)
@@ -199,30 +199,43 @@ def _register_list(actions) -> None:
     parser.set_defaults(handler=run_list)
 
 
-def run_validate(args: argparse.Namespace) -> int:
+# each action's typed request (``cdi`` alone, with no action, has none: it prints its usage)
+ACTION_REQUESTS = {"validate": requests.CdiScan, "list": requests.CdiScan,
+                   "generate": requests.CdiGenerate, "refresh": requests.CdiRefresh}
+
+
+def request_from(args: argparse.Namespace) -> requests.CdiScan | requests.CdiGenerate | (
+        requests.CdiRefresh | None):
+    """``cdi ACTION``'s parsed command line as the action's typed request (None for ``cdi``
+    alone): the one place below the entry point that reads argparse's namespace."""
+    kind = ACTION_REQUESTS.get(args.cdi_command)
+    return None if kind is None else requests.build(kind, vars(args))
+
+
+def run_validate(request: requests.CdiScan) -> int:
     """Validate the given paths (or the node's CDI folders) and report."""
     from gpuready.cdi import report
 
-    found = report.scan_for(args.root, args.paths)
-    print(report.render_validation(found, fmt=args.format), end="")
+    found = report.scan_for(request.root, request.paths)
+    print(report.render_validation(found, fmt=request.format), end="")
     return report.validation_exit_code(found)
 
 
-def run_list(args: argparse.Namespace) -> int:
+def run_list(request: requests.CdiScan) -> int:
     """List the devices the given paths (or the node's CDI folders) resolve to."""
     import sys
 
     from gpuready.cdi import report
 
-    found = report.scan_for(args.root, args.paths)
+    found = report.scan_for(request.root, request.paths)
     for line in report.scan_notes(found):
         print(f"gpuready: {line}", file=sys.stderr)
     code = report.list_exit_code(found)
-    print(report.render_devices(found, fmt=args.format, code=code), end="")
+    print(report.render_devices(found, fmt=request.format, code=code), end="")
     return code
 
 
-def run_generate(args: argparse.Namespace) -> int:
+def run_generate(request: requests.CdiGenerate) -> int:
     """Build the spec and print it, show its diff, or write it."""
     import sys
 
@@ -232,26 +245,26 @@ def run_generate(args: argparse.Namespace) -> int:
     from gpuready.node import Node
 
     options = generate.GenerateOptions(
-        strategies=tuple(args.device_name_strategy or generate.DEFAULT_STRATEGIES),
-        hooks=args.hooks, driver_root=args.driver_root)
-    request = generate.SpecRequest(args.root, output=args.output, fmt=args.format,
-                                   gpus=args.gpus, inventory_path=args.inventory,
-                                   options=options, use_nvml=not args.no_nvml)
-    result = generate.prepare(request)
+        strategies=tuple(request.device_name_strategy or generate.DEFAULT_STRATEGIES),
+        hooks=request.hooks, driver_root=request.driver_root)
+    spec = generate.SpecRequest(request.root, output=request.output, fmt=request.format,
+                                   gpus=request.gpus, inventory_path=request.inventory,
+                                   options=options, use_nvml=not request.no_nvml)
+    result = generate.prepare(spec)
     for line in result.notes:
         print(f"gpuready: {line}", file=sys.stderr)
     if result.plan is None:
         print(result.text, end="")
         return 0
-    if args.dry_run:
+    if request.dry_run:
         print(result.plan.diff() or f"{result.plan.path}: {result.plan.summary}\n", end="")
         return 0
-    generate.check_replace(result.plan, force=args.force)
-    node = Node(args.root)
+    generate.check_replace(result.plan, force=request.force)
+    node = Node(request.root)
     intent = intent_path(result.plan.path)
     with locked_all([result.plan.path, intent], node=node):
         # the spec, and beside it the intent it was generated from (for 'cdi refresh')
-        plans = [result.plan, intent_plan_for_generate(node, result, request)]
+        plans = [result.plan, intent_plan_for_generate(node, result, spec)]
         written = apply_all([plan for plan in plans if plan is not None], node=node,
                             own=[intent])
     changed = result.plan in written
@@ -259,31 +272,31 @@ def run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_refresh(args: argparse.Namespace) -> int:
+def run_refresh(request: requests.CdiRefresh) -> int:
     """Regenerate the spec when it is stale or its intent changed; install the units."""
     from gpuready.cdi import refresh, units
     from gpuready.node import Node
 
-    request = refresh.RefreshRequest(
-        args.root, output=args.output, gpus=args.gpus, inventory_path=args.inventory,
-        strategies=tuple(args.device_name_strategy) if args.device_name_strategy else None,
-        hooks=args.hooks, driver_root=args.driver_root,
-        use_nvml=False if args.no_nvml else None, force=args.force)
-    found = refresh.plan_refresh(request)
-    node = Node(args.root)
+    wanted = refresh.RefreshRequest(
+        request.root, output=request.output, gpus=request.gpus, inventory_path=request.inventory,
+        strategies=tuple(request.device_name_strategy) if request.device_name_strategy else None,
+        hooks=request.hooks, driver_root=request.driver_root,
+        use_nvml=False if request.no_nvml else None, force=request.force)
+    found = refresh.plan_refresh(wanted)
+    node = Node(request.root)
     # everything is planned before anything is written, and written as one change
-    unit_plans = units.plan_units(found, node) if args.install_units else []
+    unit_plans = units.plan_units(found, node) if request.install_units else []
     written = []
-    if not args.dry_run:
+    if not request.dry_run:
         written = refresh.write_refresh(found, node=node, units=unit_plans,
                                         own=[units.record_file(node)] if unit_plans else [])
-    outcome = refresh.report(found, written, dry_run=args.dry_run, units=unit_plans, node=node)
-    if args.format == "json":
+    outcome = refresh.report(found, written, dry_run=request.dry_run, units=unit_plans, node=node)
+    if request.format == "json":
         import json
 
         print(json.dumps(outcome, indent=2))
     else:
-        _print_refresh(outcome, dry_run=args.dry_run)
+        _print_refresh(outcome, dry_run=request.dry_run)
     return outcome["exit_code"]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 
 DESCRIPTION = """\
 Re-read every file of the registration contract and verify it: config.toml parses; runc and the
@@ -50,34 +50,40 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Check:
+    """``check``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Check, vars(args))
+
+
+def run(request: requests.Check) -> int:
     """Run every contract check and print them."""
     from pathlib import PurePosixPath
 
     from gpuready.node import Node
     from gpuready.workflow.contract import NodeFiles, contract_checks
 
-    if args.engine == "docker":
+    if request.engine == "docker":
         from gpuready.workflow.docker_setup import docker_checks, docker_files
 
-        files = docker_files(Node(args.root), PurePosixPath(args.toolkit_dir))
-        checks = docker_checks(files, args.runtime_name, files.read)
+        files = docker_files(Node(request.root), PurePosixPath(request.toolkit_dir))
+        checks = docker_checks(files, request.runtime_name, files.read)
     else:
-        node = Node(args.root)
-        detection = common.detect_owner(args)
+        node = Node(request.root)
+        detection = common.detect_owner(request)
         owner = detection.owner
         # on an owned node: the config the owner will generate, as setup reported it
-        files = NodeFiles.on(node, PurePosixPath(args.toolkit_dir))
+        files = NodeFiles.on(node, PurePosixPath(request.toolkit_dir))
         read = files.read
         if not owner.owns_runtime_config:  # (rendering an owner's config needs its template code)
             from gpuready.owners.effective import contract_view
 
             files, read = contract_view(owner, node, files)
-        checks = contract_checks(files, args.runtime_name, read,
-                                 containerd_version=args.containerd_version,
+        checks = contract_checks(files, request.runtime_name, read,
+                                 containerd_version=request.containerd_version,
                                  detection=detection)
     ok = all(check.ok for check in checks)
-    if args.format == "json":
+    if request.format == "json":
         print(json.dumps({"status": "ok" if ok else "failed",
                           "checks": [check._asdict() for check in checks]}, indent=2))
         return 0 if ok else 1

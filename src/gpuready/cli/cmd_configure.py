@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 
 DESCRIPTION = """\
 Register the NVIDIA runtime in containerd's config.toml at the table its 'version' reads
@@ -139,17 +139,24 @@ def add_runtime_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def runtime_request(args: argparse.Namespace):
+def runtime_request(request: requests.Configure | requests.Setup):
     """The :class:`RuntimeRequest` the runtime options describe."""
     from gpuready.containerd.register import CgroupMode, RuntimeRequest
 
     return RuntimeRequest(
-        name=args.runtime_name, binary=args.binary, systemd_cgroup=CgroupMode(args.systemd_cgroup),
-        default_confirmed=args.confirm_every_pod_uses_it,
+        name=request.runtime_name, binary=request.binary,
+        systemd_cgroup=CgroupMode(request.systemd_cgroup),
+        default_confirmed=request.confirm_every_pod_uses_it,
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Configure:
+    """``configure``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Configure, vars(args))
+
+
+def run(request: requests.Configure) -> int:
     """Plan the change under the files' locks, then show it (dry run) or apply it.
 
     Without --drop-in and --restart the runtime goes where the node's owner reads it; with
@@ -158,23 +165,23 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.cli import daytwo
     from gpuready.errors import UsageError
 
-    daytwo.check_restart_options(args)
-    engine = common.engine_name(args, config=args.config)
+    daytwo.check_restart_options(request)
+    engine = common.engine_name(request, config=request.config)
     if engine != "containerd":
         from gpuready.cli import engine_cli
 
-        return engine_cli.configure(args, engine)
-    if args.reload:
+        return engine_cli.configure(request, engine)
+    if request.reload:
         raise UsageError("--reload is for --engine docker: restart containerd to load the change")
-    if args.set_as_default and not args.confirm_every_pod_uses_it:
-        raise UsageError(common.SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
-    request = configure_request(args)
-    if args.drop_in is not None or args.restart:
-        return run_day_two(args, request)
-    return run_for_owner(args, request)
+    if request.set_as_default and not request.confirm_every_pod_uses_it:
+        raise UsageError(common.SET_AS_DEFAULT_REFUSAL.format(name=request.runtime_name))
+    change = configure_request(request)
+    if request.drop_in is not None or request.restart:
+        return run_day_two(request, change)
+    return run_for_owner(request, change)
 
 
-def run_day_two(args: argparse.Namespace, request) -> int:
+def run_day_two(request: requests.Configure, change) -> int:
     """``--drop-in`` and ``--restart``: containerd's own config, and the files it imports."""
     from gpuready.changeset import check, locked_all
     from gpuready.cli import daytwo
@@ -182,42 +189,42 @@ def run_day_two(args: argparse.Namespace, request) -> int:
     from gpuready.owners.table import EditKind
     from gpuready.workflow.daytwo import plan_configure_node, write
 
-    owner = common.detect_owner(args).owner
-    if args.config is None and owner.edit is not EditKind.IN_PLACE:
+    owner = common.detect_owner(request).owner
+    if request.config is None and owner.edit is not EditKind.IN_PLACE:
         raise UsageError(f"--drop-in and --restart work on containerd's own config, which "
                          f"{owner.name} rewrites {owner.regenerated}: run configure without "
                          "them (it writes where the owner reads), or pass --config")
-    node = daytwo.node_config(args)
-    drop_in = daytwo.drop_in(args)
-    daytwo.finish_pending(args, node.config)
-    if args.restart:
+    node = daytwo.node_config(request)
+    drop_in = daytwo.drop_in(request)
+    daytwo.finish_pending(request, node.config)
+    if request.restart:
         return daytwo.transact(
-            args, node, lambda: plan_configure_node(node, request, drop_in=drop_in),
-            expect_runtime=args.runtime_name,
+            request, node, lambda: plan_configure_node(node, change, drop_in=drop_in),
+            expect_runtime=request.runtime_name,
         )
     paths = [node.config] + ([drop_in.path] if drop_in else [])
     with locked_all(paths, node=node.node):
-        plans = plan_configure_node(node, request, drop_in=drop_in)
-        if args.dry_run:
+        plans = plan_configure_node(node, change, drop_in=drop_in)
+        if request.dry_run:
             check(plans)  # the verdict a real run would meet
-        written = [] if args.dry_run else write(plans, node=node)
-    report = daytwo.report(plans, written, dry_run=args.dry_run)
+        written = [] if request.dry_run else write(plans, node=node)
+    report = daytwo.report(plans, written, dry_run=request.dry_run)
     main = next(plan for plan in plans if plan.path == node.config)
     report["without_effect"] = _without_effect(main, node.config, node=node.node,
-                                               runtime_name=args.runtime_name)
+                                               runtime_name=request.runtime_name)
     judged = next((plan for plan in plans if drop_in and plan.path == drop_in.path), main)
-    report["findings"] = _findings(args, judged, node=node.node, config=node.config)
+    report["findings"] = _findings(request, judged, node=node.node, config=node.config)
     if report["findings"]:  # the node's one cgroup verdict is the finding, not a note as well
         report["notes"] = _without_cgroup_notes(report["notes"])
     if report["without_effect"] or report["findings"]:
         report["status"] = "failed"
-    if args.enable_cdi:
-        report["notes"].append(cdi_support_note(args, main.after))
-    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    if request.enable_cdi:
+        report["notes"].append(cdi_support_note(request, main.after))
+    daytwo.print_report(report, dry_run=request.dry_run, as_json=request.format == "json")
     return 1 if report["without_effect"] or report["findings"] else 0
 
 
-def run_for_owner(args: argparse.Namespace, request) -> int:
+def run_for_owner(request: requests.Configure, change) -> int:
     """The runtime where the node's owner reads it; a config edited in place gets a record of
     what gpuready added, for ``unconfigure``."""
     import dataclasses
@@ -233,23 +240,23 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
     from gpuready.owners.table import EditKind
     from gpuready.workflow.daytwo import NodeConfig, plan_record, write
 
-    node = Node(args.root)
-    detection = common.detect_owner(args)
-    daytwo.finish_pending(args)
+    node = Node(request.root)
+    detection = common.detect_owner(request)
+    daytwo.finish_pending(request)
 
     def plan():
-        return plan_for_owner(detection, node=node, request=request, force=args.force,
-                              config=Path(args.config) if args.config else None)
+        return plan_for_owner(detection, node=node, request=change, force=request.force,
+                              config=Path(request.config) if request.config else None)
 
     owned = plan()
     # a config containerd reads as it is gets the never-break gate; an owner's input (template,
     # drop-in) is judged as the owner renders it (without_effect below)
-    in_place = bool(args.config or args.force) or detection.owner.edit is EditKind.IN_PLACE
+    in_place = bool(request.config or request.force) or detection.owner.edit is EditKind.IN_PLACE
     with locked(owned.target, node=node):  # plan again under the lock: it may have changed
         owned = plan()
         plans = [owned.plan] if owned.plan is not None else []
         target = NodeConfig(owned.target, node.root, major=1)
-        guard = _owner_guard(args, owned, request, node=node) if in_place and plans else None
+        guard = _owner_guard(request, owned, change, node=node) if in_place and plans else None
         repairs, shadowed = [], ""
         if guard is not None:
             # a node another tool broke, where the repair is lines added (the model's cause)
@@ -259,33 +266,33 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
                 plans = []  # never "registered" where containerd runs another file's table
                 owned = owned._replace(plan=dataclasses.replace(
                     owned.plan, after=owned.plan.before, notes=(),
-                    summary=f"runtime {request.runtime.name} not registered here"))
+                    summary=f"runtime {change.runtime.name} not registered here"))
                 if not repairs:
                     from gpuready.containerd.gate import RefusedError
 
                     raise RefusedError(f"{owned.target}: refusing the change: {shadowed}; "
                                        "nothing written")
             else:
-                plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
+                plans = keep_default_runtime(plans, guard, beside=change.runtime.name)
                 added = tuple(note for note in plans[0].notes if note not in owned.notes)
                 owned = owned._replace(plan=plans[0], notes=(*owned.notes, *added))
         if plans:  # the record beside the file written, where unconfigure finds it
             # the repair is not gpuready's to take back: written, never recorded
-            plans.append(plan_record(target, plans, request=request, drop_in=None,
+            plans.append(plan_record(target, plans, request=change, drop_in=None,
                                      folders=not in_place,
                                      view=None if in_place else view_for(detection.owner)))
             plans[-1:-1] = repairs
         elif repairs:
             plans = list(repairs)
-        if args.dry_run:
+        if request.dry_run:
             check(plans)  # the verdict a real run would meet
-        written = [] if args.dry_run else write(plans, node=target)
+        written = [] if request.dry_run else write(plans, node=target)
     changed = written and written[0].path == owned.target
     without_effect = _without_effect(owned.plan, owned.target, node=node,
-                                     runtime_name=args.runtime_name) if owned.plan else []
+                                     runtime_name=request.runtime_name) if owned.plan else []
     if guard is not None and shadowed:
         without_effect.append(shadowed)
-    findings = _findings(args, owned.plan, node=node, config=owned.target) if owned.plan \
+    findings = _findings(request, owned.plan, node=node, config=owned.target) if owned.plan \
         else []
     if findings:  # the node's one cgroup verdict is the finding: no second one as a note
         owned = owned._replace(notes=_without_cgroup_notes(owned.notes))
@@ -308,12 +315,12 @@ def run_for_owner(args: argparse.Namespace, request) -> int:
         "record": str(plans[-1].path) if len(plans) > 1 and plans[-1].changes and written
         else None,
     }
-    if args.enable_cdi:
+    if request.enable_cdi:
         report["notes"].append(cdi_support_note(
-            args, owned.plan.after if owned.plan else None))
+            request, owned.plan.after if owned.plan else None))
     from gpuready.cli.report import print_configure_report
 
-    print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+    print_configure_report(report, dry_run=request.dry_run, as_json=request.format == "json")
     return 1 if without_effect or findings else 0
 
 
@@ -342,17 +349,17 @@ def _node_path(guard, path) -> str:
     return str(node.node_path(path)) if node.contains(path) else str(path)
 
 
-def _owner_guard(args: argparse.Namespace, owned, request, *, node):
+def _owner_guard(request: requests.Configure, owned, change, *, node):
     """The never-break gate for a config edited in place: containerd reads it as it is."""
     from gpuready.containerd.gate import Guard, Intent
     from gpuready.containerd.lines import node_line
     from gpuready.containerd.model import file_version
 
-    line = node_line(root=node.root, flag=args.containerd_version,
+    line = node_line(root=node.root, flag=request.containerd_version,
                      config_version=file_version(owned.plan.before))
     return Guard(owned.target, node.root, line,
-                 Intent(adds=request.runtime.name,
-                        confirmed=request.runtime.default_confirmed))
+                 Intent(adds=change.runtime.name,
+                        confirmed=change.runtime.default_confirmed))
 
 
 def _without_effect(plan, path, *, node, runtime_name: str) -> list[str]:
@@ -362,18 +369,18 @@ def _without_effect(plan, path, *, node, runtime_name: str) -> list[str]:
     return without_effect(path, plan.after, node=node, runtime_name=runtime_name)
 
 
-def _findings(args: argparse.Namespace, plan, *, node, config) -> list[dict]:
+def _findings(request: requests.Configure, plan, *, node, config) -> list[dict]:
     """What fails the first sandbox of the file ``plan`` writes (``doctor``'s finding, with its
     fix): ``SystemdCgroup = true`` on a node that shows no systemd. A ``--config`` outside the
     node's containerd folder is a working copy (drop-in and all), not judged by the node's
     facts."""
     from gpuready.rules.effect import in_containerd_folder, without_systemd
 
-    if args.config and not in_containerd_folder(config, node=node):
+    if request.config and not in_containerd_folder(config, node=node):
         return []
     return [problem.to_dict() for problem in without_systemd(
-        plan.path, plan.after, node=node, runtime_name=args.runtime_name,
-        containerd_version=args.containerd_version)]
+        plan.path, plan.after, node=node, runtime_name=request.runtime_name,
+        containerd_version=request.containerd_version)]
 
 
 def _without_cgroup_notes(notes) -> list[str]:
@@ -383,26 +390,26 @@ def _without_cgroup_notes(notes) -> list[str]:
     return [note for note in notes if not note.startswith(CGROUP_NOTE)]
 
 
-def configure_request(args: argparse.Namespace):
+def configure_request(request: requests.Configure):
     """The :class:`ConfigureRequest` the options describe."""
     from gpuready.containerd.configure import ConfigureRequest
 
     return ConfigureRequest(
-        runtime=runtime_request(args),
-        enable_cdi=args.enable_cdi,
-        set_as_default=args.set_as_default,
-        enable_cri=args.enable_cri,
+        runtime=runtime_request(request),
+        enable_cdi=request.enable_cdi,
+        set_as_default=request.set_as_default,
+        enable_cri=request.enable_cri,
     )
 
 
-def cdi_support_note(args: argparse.Namespace, config_text: str | None) -> str:
+def cdi_support_note(request: requests.Configure, config_text: str | None) -> str:
     """What the node's containerd does with ``enable_cdi``, on the node's line as decided once
     (:func:`gpuready.containerd.lines.node_line`): ``--containerd-version`` wins over the
     installed binary, and under ``--root`` the host's containerd says nothing."""
     from gpuready.containerd.lines import node_line
     from gpuready.containerd.model import file_version
 
-    told = node_line(root=args.root, flag=args.containerd_version,
+    told = node_line(root=request.root, flag=request.containerd_version,
                      config_version=file_version(config_text))
     if told.release is None:  # only the config's version spoke
         return ("enable_cdi needs containerd 1.7 or later; earlier releases ignore it "

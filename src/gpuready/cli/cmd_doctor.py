@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 from gpuready.cli.common import add_command, add_distribution, add_root, add_runtime_name
 
 DESCRIPTION = """\
@@ -68,7 +68,13 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Doctor:
+    """``doctor``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Doctor, vars(args))
+
+
+def run(request: requests.Doctor) -> int:
     """Check the node; return the exit code."""
     from pathlib import Path
 
@@ -79,44 +85,44 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.rules.context import Options
     from gpuready.rules.engine import doctor
 
-    engine = common.engine_name(args, config=args.config)
+    engine = common.engine_name(request, config=request.config)
     if engine != "containerd":
         from gpuready.cli import engine_cli
 
-        return engine_cli.lint(args, engine, doctor=True)
-    selected = selection(select=args.select, ignore=args.ignore)
-    detection = detect_owner(args)
+        return engine_cli.lint(request, engine, doctor=True)
+    selected = selection(select=request.select, ignore=request.ignore)
+    detection = detect_owner(request)
     report = doctor(
-        options=Options(runtime_name=args.runtime_name, root=Path(args.root)),
+        options=Options(runtime_name=request.runtime_name, root=Path(request.root)),
         selected=selected,
-        config_path=Path(args.config) if args.config else None,
-        runtimeclass_paths=[Path(p) for p in args.runtimeclass],
-        containerd_version=args.containerd_version,
+        config_path=Path(request.config) if request.config else None,
+        runtimeclass_paths=[Path(p) for p in request.runtimeclass],
+        containerd_version=request.containerd_version,
         detection=detection,
     )
-    text = render(args.format, report.problems, files=report.files, command="doctor")
-    if args.format == "json":
+    text = render(request.format, report.problems, files=report.files, command="doctor")
+    if request.format == "json":
         import json
 
         document = json.loads(text)
         document["owner"] = detection.to_dict()
-        document["config"] = str(main_config(args, detection))
+        document["config"] = str(main_config(request, detection))
         text = json.dumps(document, indent=2) + "\n"
-    elif args.format == "text":
-        text = "\n".join(header(args, detection)) + "\n" + text
+    elif request.format == "text":
+        text = "\n".join(header(request, detection)) + "\n" + text
     print(text, end="")
     return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK
 
 
-def main_config(args: argparse.Namespace, detection) -> object:
+def main_config(request: requests.Doctor, detection) -> object:
     """The main config doctor read: ``--config`` as given, else the owner's (a node path)."""
-    return args.config or detection.owner.config
+    return request.config or detection.owner.config
 
 
 READS_PREFIX = "  containerd reads: "
 
 
-def header(args: argparse.Namespace, detection) -> list[str]:
+def header(request: requests.Doctor, detection) -> list[str]:
     """The owner's lines, where the file named is the one doctor read: with ``--config`` it
     is that file, and the owner's default is said as such, not as the file checked."""
     import os
@@ -124,9 +130,9 @@ def header(args: argparse.Namespace, detection) -> list[str]:
     from gpuready.node import Node
 
     lines = detection.describe()
-    owners = Node(args.root).path(detection.owner.config)
-    if not args.config or os.path.abspath(args.config) == os.path.abspath(owners):
+    owners = Node(request.root).path(detection.owner.config)
+    if not request.config or os.path.abspath(request.config) == os.path.abspath(owners):
         return lines
-    checked = (f"  config checked: {args.config} (--config; without it: "
+    checked = (f"  config checked: {request.config} (--config; without it: "
                f"{detection.owner.config}, the owner's)")
     return [checked if line.startswith(READS_PREFIX) else line for line in lines]

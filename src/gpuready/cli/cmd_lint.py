@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 from gpuready.cli.common import (
     add_command,
     add_default_confirmation,
@@ -103,7 +103,13 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Lint:
+    """``lint``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Lint, vars(args))
+
+
+def run(request: requests.Lint) -> int:
     """Lint (and with --fix repair) the files; return the exit code."""
     from pathlib import Path
 
@@ -114,30 +120,30 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.rules.context import Options
     from gpuready.rules.engine import lint_paths
 
-    engine = common.engine_name(args, config=args.files[0] if args.files else None)
+    engine = common.engine_name(request, config=request.files[0] if request.files else None)
     if engine != "containerd":
         from gpuready.cli import engine_cli
 
-        return engine_cli.lint(args, engine, doctor=False)
-    selected = selection(select=args.select, ignore=args.ignore)
-    options = Options(runtime_name=args.runtime_name, root=Path(args.root))
-    paths = [Path(f) for f in args.files] or [options.node.path(CONTAINERD_CONFIG)]
-    if args.dry_run and not args.fix:
+        return engine_cli.lint(request, engine, doctor=False)
+    selected = selection(select=request.select, ignore=request.ignore)
+    options = Options(runtime_name=request.runtime_name, root=Path(request.root))
+    paths = [Path(f) for f in request.files] or [options.node.path(CONTAINERD_CONFIG)]
+    if request.dry_run and not request.fix:
         raise UsageError("--dry-run goes with --fix")
-    if args.fix:
+    if request.fix:
         from gpuready.rules.fix import fix_paths
 
-        print(fix_paths(paths, options=options, dry_run=args.dry_run,
-                        default_confirmed=args.confirm_every_pod_uses_it,
-                        containerd_version=args.containerd_version), end="")
-    if args.files:
+        print(fix_paths(paths, options=options, dry_run=request.dry_run,
+                        default_confirmed=request.confirm_every_pod_uses_it,
+                        containerd_version=request.containerd_version), end="")
+    if request.files:
         report = lint_paths(paths, options=options, selected=selected,
-                            containerd_version=args.containerd_version)
+                            containerd_version=request.containerd_version)
     else:  # the node's config as containerd reads it: imports followed, the node's line
         report = lint_node(options=options, selected=selected - NOT_CONFIG_RULES,
-                           containerd_version=args.containerd_version)
-    print(render(args.format, report.problems, files=report.files, command="lint"), end="")
-    if args.files and args.format == "text":
+                           containerd_version=request.containerd_version)
+    print(render(request.format, report.problems, files=report.files, command="lint"), end="")
+    if request.files and request.format == "text":
         _note_imports_not_read(report)
     return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK
 

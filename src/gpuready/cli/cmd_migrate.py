@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 
 DESCRIPTION = """\
 Upgrade a version 1, 2 or 3 containerd config, and every file it imports, to version 3
@@ -48,24 +48,30 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Migrate:
+    """``migrate``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Migrate, vars(args))
+
+
+def run(request: requests.Migrate) -> int:
     """Plan every file under the locks, then show or apply (or run the transaction)."""
     from gpuready.changeset import check, locked_all
     from gpuready.cli import daytwo
     from gpuready.workflow.daytwo import plan_migrate_node, write
 
-    daytwo.check_restart_options(args)
-    node = daytwo.node_config(args)
-    daytwo.finish_pending(args, node.config)
-    if args.restart:
-        return daytwo.transact(args, node, lambda: plan_migrate_node(node, to=args.to),
+    daytwo.check_restart_options(request)
+    node = daytwo.node_config(request)
+    daytwo.finish_pending(request, node.config)
+    if request.restart:
+        return daytwo.transact(request, node, lambda: plan_migrate_node(node, to=request.to),
                                expect_runtime=None)
-    plans = plan_migrate_node(node, to=args.to)
+    plans = plan_migrate_node(node, to=request.to)
     with locked_all([plan.path for plan in plans], node=node.node):
-        plans = plan_migrate_node(node, to=args.to)
-        if args.dry_run:
+        plans = plan_migrate_node(node, to=request.to)
+        if request.dry_run:
             check(plans)  # the never-break gate's verdict, as a real run would meet it
-        written = [] if args.dry_run else write(plans, node=node)
-    report = daytwo.report(plans, written, dry_run=args.dry_run)
-    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
+        written = [] if request.dry_run else write(plans, node=node)
+    report = daytwo.report(plans, written, dry_run=request.dry_run)
+    daytwo.print_report(report, dry_run=request.dry_run, as_json=request.format == "json")
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gpuready.cli import requests
 from gpuready.cli.common import add_command
 
 DESCRIPTION = """\
@@ -36,14 +37,20 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Rules:
+    """``rules``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Rules, vars(args))
+
+
+def run(request: requests.Rules) -> int:
     """Print the list, one rule, or the Markdown reference."""
     from gpuready.rules import docs
 
-    if args.markdown:
+    if request.markdown:
         print(docs.markdown(), end="")
-    elif args.name:
-        print(docs.explain(args.name), end="")
+    elif request.name:
+        print(docs.explain(request.name), end="")
     else:
         print(docs.listing(), end="")
     return 0

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 from gpuready.cli.cmd_configure import add_runtime_options, runtime_request
 
 DESCRIPTION = """\
@@ -86,51 +86,58 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Setup:
+    """``setup``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Setup, vars(args))
+
+
+def run(request: requests.Setup) -> int:
     """Run the steps, print one line each (and the diffs in a dry run), then the checks."""
     from pathlib import Path, PurePosixPath
 
     from gpuready.node import Node
     from gpuready.workflow.setup import SetupOptions, run_setup
 
-    if args.engine == "docker":
+    if request.engine == "docker":
         from gpuready.errors import UsageError
         from gpuready.workflow.docker_setup import run_docker_setup as run_setup
 
-        if args.base:
+        if request.base:
             raise UsageError("--base is containerd's: with --engine docker the existing "
                              "daemon.json is kept (or {} created)")
 
-    node = Node(args.root)
+    node = Node(request.root)
     node.check_root()
-    new_root = args.root != "/" and not os.path.lexists(args.root)
-    if args.engine != "docker":
+    new_root = request.root != "/" and not os.path.lexists(request.root)
+    if request.engine != "docker":
         from gpuready.cli import daytwo
 
-        daytwo.finish_pending(args)  # a --restart a killed run left on containerd's config
-    cgroup_given = args.systemd_cgroup is not None
-    args.systemd_cgroup = args.systemd_cgroup or "true"  # the contract's value, unless no systemd
+        daytwo.finish_pending(request)  # a --restart a killed run left on containerd's config
+    cgroup_given = request.systemd_cgroup is not None
+    # the contract's value, unless the node shows no systemd (the workflow decides then)
+    request = request._replace(systemd_cgroup=request.systemd_cgroup or "true")
     options = SetupOptions(
         node=node,
-        request=runtime_request(args),
-        toolkit_dir=PurePosixPath(args.toolkit_dir),
-        base=Path(args.base) if args.base else None,
-        gpus=args.gpus,
-        dry_run=args.dry_run,
-        enable_cri=args.enable_cri,
-        detection=common.detect_owner(args),
-        containerd_version=args.containerd_version,
+        request=runtime_request(request),
+        toolkit_dir=PurePosixPath(request.toolkit_dir),
+        base=Path(request.base) if request.base else None,
+        gpus=request.gpus,
+        dry_run=request.dry_run,
+        enable_cri=request.enable_cri,
+        detection=common.detect_owner(request),
+        containerd_version=request.containerd_version,
         cgroup_given=cgroup_given,
     )
     result = _run_locked(options, run_setup)
     if new_root:  # a mistyped root of an existing node would otherwise pass unnoticed
-        made = "would be made" if args.dry_run else "was made"
-        print(f"note: --root {args.root} did not exist: a new sandbox node {made} there (if you "
+        made = "would be made" if request.dry_run else "was made"
+        print(f"note: --root {request.root} did not exist: a new sandbox node {made} there (if you "
               "meant an existing node, check the path)", file=sys.stderr)
-    if args.format == "json":
-        print(json.dumps(_as_json(result, dry_run=args.dry_run), indent=2))
+    if request.format == "json":
+        print(json.dumps(_as_json(result, dry_run=request.dry_run), indent=2))
     else:
-        _print_text(result, dry_run=args.dry_run)
+        _print_text(result, dry_run=request.dry_run)
     return 0 if result.ok else 1
 
 

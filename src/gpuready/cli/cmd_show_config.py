@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 
 DESCRIPTION = """\
 Print the config the node's containerd builds from config.toml and every file it imports, merged
@@ -41,7 +41,13 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.ShowConfig:
+    """``show-config``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.ShowConfig, vars(args))
+
+
+def run(request: requests.ShowConfig) -> int:
     """Merge and print."""
     import json
     import sys
@@ -52,13 +58,13 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.node import Node
     from gpuready.workflow import journal
 
-    node = node_config(args)
+    node = node_config(request)
     effective = load_effective(node.config, root=node.root, major=node.major)
     sources = effective.runtime_sources()
     # a reading command: a killed --restart is reported, never finished
     pending = journal.pending_message(Node(node.root), node.config)
     code = ExitCode.OK if pending is None else ExitCode.CHECK_FAILED
-    if args.format == "json":
+    if request.format == "json":
         print(json.dumps({
             "status": "ok" if pending is None else "failed",
             "pending_transaction": pending,

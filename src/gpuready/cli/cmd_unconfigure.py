@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 
 DESCRIPTION = """\
 Remove exactly what 'gpuready configure' or 'gpuready setup' added, as the record beside the
@@ -69,7 +69,13 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Unconfigure:
+    """``unconfigure``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Unconfigure, vars(args))
+
+
+def run(request: requests.Unconfigure) -> int:
     """Plan under the files' locks, then show or apply."""
     from gpuready.changeset import check, locked_all
     from gpuready.cli import daytwo
@@ -77,29 +83,29 @@ def run(args: argparse.Namespace) -> int:
     from gpuready.errors import UsageError
     from gpuready.workflow.daytwo import plan_unconfigure_node, write
 
-    daytwo.check_restart_options(args)
-    engine = common.engine_name(args, config=args.config)
+    daytwo.check_restart_options(request)
+    engine = common.engine_name(request, config=request.config)
     if engine != "containerd":
         from gpuready.cli import engine_cli
 
-        return unconfigure_units(args, engine_cli.unconfigure(args, engine))
-    if args.reload:
+        return unconfigure_units(request, engine_cli.unconfigure(request, engine))
+    if request.reload:
         raise UsageError("--reload is for --engine docker: use --restart for containerd")
-    owned = owned_targets(args)
+    owned = owned_targets(request)
     if owned is not None:
-        return unconfigure_units(args, unconfigure_owned(args, *owned))
-    node = daytwo.node_config(args)
-    daytwo.finish_pending(args, node.config)
+        return unconfigure_units(request, unconfigure_owned(request, *owned))
+    node = daytwo.node_config(request)
+    daytwo.finish_pending(request, node.config)
     record = load_record(node.config, node=node.node)
     if record is None and not node.node.lexists(node.config):
         from gpuready.errors import MissingFileError
         from gpuready.node import FileKind
 
         raise MissingFileError(node.config, node.node.missing_reason(node.config, FileKind.CONFIG))
-    if args.restart:
+    if request.restart:
         runtimes = [s["name"] for s in (record or {}).get("settings", []) if s["kind"] == "runtime"]
-        return unconfigure_units(args, daytwo.transact(
-            args, node, lambda: plan_unconfigure_node(node),
+        return unconfigure_units(request, daytwo.transact(
+            request, node, lambda: plan_unconfigure_node(node),
             expect_runtime=None, gone_runtime=runtimes[0] if runtimes else None,
         ))
     from pathlib import Path
@@ -107,20 +113,20 @@ def run(args: argparse.Namespace) -> int:
     paths = [node.config] + [Path(name) for name in (record or {}).get("files", {})]
     with locked_all(paths, node=node.node):
         plans = plan_unconfigure_node(node)
-        if args.dry_run:
+        if request.dry_run:
             check(plans)  # the never-break gate's verdict, as a real run would meet it
-        written = [] if args.dry_run else write(plans, node=node)
-    report = daytwo.report(plans, written, dry_run=args.dry_run)
+        written = [] if request.dry_run else write(plans, node=node)
+    report = daytwo.report(plans, written, dry_run=request.dry_run)
     if not plans:
         report["summary"] = f"nothing recorded for {node.config}: nothing to remove"
         report["file"] = str(node.config)
-    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    if not plans and args.format != "json":
+    daytwo.print_report(report, dry_run=request.dry_run, as_json=request.format == "json")
+    if not plans and request.format != "json":
         print(report["summary"])
-    return unconfigure_units(args, 0)
+    return unconfigure_units(request, 0)
 
 
-def owned_targets(args: argparse.Namespace):
+def owned_targets(request: requests.Unconfigure):
     """On a node whose containerd belongs to an owner (k3s, RKE2, k0s, MicroK8s...): the owner's
     detection and the files gpuready kept a record for, found through the owner table as
     ``configure`` writes them (``--config`` naming one of the owner's inputs: that file). None
@@ -133,11 +139,11 @@ def owned_targets(args: argparse.Namespace):
     from gpuready.owners.table import EditKind
     from gpuready.paths import CONTAINERD_CONFIG
 
-    node = Node(args.root)
-    detection = common.detect_owner(args)
+    node = Node(request.root)
+    detection = common.detect_owner(request)
     owner = detection.owner
-    if args.config:
-        config = Path(os.path.abspath(args.config))
+    if request.config:
+        config = Path(os.path.abspath(request.config))
         return (detection, [config]) if is_owner_input(config, owner, node) else None
     if owner.edit is EditKind.IN_PLACE:
         return None
@@ -148,7 +154,7 @@ def owned_targets(args: argparse.Namespace):
     return detection, targets
 
 
-def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
+def unconfigure_owned(request: requests.Unconfigure, detection, targets) -> int:
     """Take back what the records beside ``targets`` say gpuready wrote: an owner's input (a
     template, a drop-in) gets its original bytes back, or goes with the folders gpuready created
     for it; a config containerd reads as it is (``--force``, ``--config``) is judged by the
@@ -166,8 +172,8 @@ def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
     from gpuready.workflow.daytwo import NodeConfig, plan_unconfigure_node, write
 
     owner = detection.owner
-    node = Node(args.root)
-    if args.restart:
+    node = Node(request.root)
+    if request.restart:
         raise UsageError(f"--restart works on containerd's own config; {owner.name} applies "
                          f"this change at its next start ({owner.apply})")
     plans, written = [], []
@@ -176,17 +182,17 @@ def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
             config = NodeConfig(path, node.root, major=1)  # not read by containerd as it is
             planner = partial(plan_unconfigure, path, node=node, remove=remover_for(owner))
         else:
-            config = daytwo.node_config(argparse.Namespace(**{**vars(args), "config": str(path)}))
-            daytwo.finish_pending(args, path)
+            config = daytwo.node_config(request._replace(config=str(path)))
+            daytwo.finish_pending(request, path)
             planner = partial(plan_unconfigure_node, config)
         record = load_record(path, node=node) or {}
         with locked_all([path, *(Path(name) for name in record.get("files", {}))], node=node):
             planned = planner()
-            if args.dry_run:
+            if request.dry_run:
                 check(planned)  # the never-break gate's verdict, as a real run would meet it
-            written += [] if args.dry_run else write(planned, node=config)
+            written += [] if request.dry_run else write(planned, node=config)
         plans += planned
-    report = daytwo.report(plans, written, dry_run=args.dry_run)
+    report = daytwo.report(plans, written, dry_run=request.dry_run)
     report["owner"] = owner.name
     if not plans:
         shown = ", ".join(str(path) for path in owner_inputs(owner, node)) or str(
@@ -196,13 +202,13 @@ def unconfigure_owned(args: argparse.Namespace, detection, targets) -> int:
     elif any(plan.changes and is_owner_input(plan.path, owner, node) for plan in plans):
         report["notes"].append(f"{owner.name} reads the change at its next start, until then "
                                f"{owner.config} keeps what it has: {owner.apply}")
-    daytwo.print_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    if not plans and args.format != "json":
+    daytwo.print_report(report, dry_run=request.dry_run, as_json=request.format == "json")
+    if not plans and request.format != "json":
         print(report["summary"])
     return 0
 
 
-def unconfigure_units(args: argparse.Namespace, code: int) -> int:
+def unconfigure_units(request: requests.Unconfigure, code: int) -> int:
     """Once the engine's own step succeeded (``code`` 0), remove the systemd units
     ``cdi refresh --install-units`` wrote, whatever the engine, as their record says
     (:func:`gpuready.cdi.units.plan_removal`), and the ``systemctl enable`` links to them; one
@@ -217,7 +223,7 @@ def unconfigure_units(args: argparse.Namespace, code: int) -> int:
 
     if code != 0:
         return code
-    node = Node(args.root)
+    node = Node(request.root)
     record = units.record_file(node)
     if not node.lexists(record):
         return code
@@ -228,17 +234,17 @@ def unconfigure_units(args: argparse.Namespace, code: int) -> int:
         if removal is None:
             return code
         check(removal.plans)
-        written = [] if args.dry_run else apply_all(removal.plans, node=node, own=[record])
-        links = removal.links if args.dry_run else units.remove_links(removal.links, node=node)
+        written = [] if request.dry_run else apply_all(removal.plans, node=node, own=[record])
+        links = removal.links if request.dry_run else units.remove_links(removal.links, node=node)
     if any(plan.path == record for plan in written):
         remove_empty_folders(removal.folders, node=node)
-    lines = [f"{plan.path}: {'would ' if args.dry_run and plan.changes else ''}{plan.summary}"
+    lines = [f"{plan.path}: {'would ' if request.dry_run and plan.changes else ''}{plan.summary}"
              for plan in removal.plans if units.is_unit(plan.path)]
-    lines += [f"{link}: {'would remove' if args.dry_run else 'removed'} the 'systemctl enable' "
+    lines += [f"{link}: {'would remove' if request.dry_run else 'removed'} the 'systemctl enable' "
               "link to gpuready's unit" for link in links]
-    if not args.dry_run:
+    if not request.dry_run:
         lines.append(f"record of the units gpuready wrote: removed {record}")
-    out = sys.stderr if args.format == "json" else sys.stdout
+    out = sys.stderr if request.format == "json" else sys.stdout
     for line in lines:
         print(f"gpuready: {line}" if out is sys.stderr else line, file=out)
     return code

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from gpuready.cli import common
+from gpuready.cli import common, requests
 from gpuready.cli.common import (
     add_command,
     add_containerd_version,
@@ -105,7 +105,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def options_from(args: argparse.Namespace):
+def options_from(request: requests.Verify):
     """The :class:`~gpuready.cri.verify.VerifyOptions` for parsed arguments."""
     from pathlib import Path
 
@@ -114,31 +114,31 @@ def options_from(args: argparse.Namespace):
     from gpuready.errors import UsageError
     from gpuready.node import Node
 
-    if not args.live:
+    if not request.live:
         raise UsageError("verify needs --live (it asks the running containerd)")
-    if args.timeout <= 0 or args.probe_timeout <= 0:
+    if request.timeout <= 0 or request.probe_timeout <= 0:
         raise UsageError("--timeout and --probe-timeout must be positive")
-    root = Path(args.root)
-    owner = detect_owner(args).owner
+    root = Path(request.root)
+    owner = detect_owner(request).owner
     # The socket is the node's own path: --root only says where to read files.
     return VerifyOptions(
-        address=common.containerd_address(args, default=f"unix://{owner.socket}"),
-        config_path=Path(args.config) if args.config else Node(root).path(owner.config),
+        address=common.containerd_address(request, default=f"unix://{owner.socket}"),
+        config_path=Path(request.config) if request.config else Node(root).path(owner.config),
         root=root,
-        runtime_name=args.runtime_name,
-        handler=args.runtime_handler or args.runtime_name,
-        runtimeclass_files=tuple(Path(f) for f in args.runtimeclass),
-        probe=args.probe,
-        probe_image=args.probe_image,
-        probe_binary=Path(args.probe_binary),
-        timeout=args.timeout,
-        probe_timeout=args.probe_timeout,
-        containerd_version=args.containerd_version,
-        judge_systemd=judges_node(args, root),
+        runtime_name=request.runtime_name,
+        handler=request.runtime_handler or request.runtime_name,
+        runtimeclass_files=tuple(Path(f) for f in request.runtimeclass),
+        probe=request.probe,
+        probe_image=request.probe_image,
+        probe_binary=Path(request.probe_binary),
+        timeout=request.timeout,
+        probe_timeout=request.probe_timeout,
+        containerd_version=request.containerd_version,
+        judge_systemd=judges_node(request, root),
     )
 
 
-def judges_node(args: argparse.Namespace, root) -> bool:
+def judges_node(request: requests.Verify, root) -> bool:
     """Whether the node's facts (does systemd run?) judge what the running containerd loaded:
     for the config the node's owner makes it read, or a ``--config`` in the node's containerd
     folder; a containerd compared with a working copy elsewhere is a lab, not the node."""
@@ -147,23 +147,29 @@ def judges_node(args: argparse.Namespace, root) -> bool:
     from gpuready.node import Node
     from gpuready.rules.effect import in_containerd_folder
 
-    return args.config is None or in_containerd_folder(Path(args.config), node=Node(root))
+    return request.config is None or in_containerd_folder(Path(request.config), node=Node(root))
 
 
-def run(args: argparse.Namespace) -> int:
+def request_from(args: argparse.Namespace) -> requests.Verify:
+    """``verify``'s parsed command line as its typed request: the one place below the entry
+    point that reads argparse's namespace."""
+    return requests.build(requests.Verify, vars(args))
+
+
+def run(request: requests.Verify) -> int:
     """Verify against the running containerd and print the report."""
     import json
 
     from gpuready.cri.verify import verify_live
     from gpuready.errors import ExitCode
 
-    engine = common.engine_name(args, config=args.config)
+    engine = common.engine_name(request, config=request.config)
     if engine != "containerd":
         from gpuready.cli import engine_cli
 
-        return engine_cli.verify(args, engine)
-    report = verify_live(options_from(args))
-    if args.format == "json":
+        return engine_cli.verify(request, engine)
+    report = verify_live(options_from(request))
+    if request.format == "json":
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print("\n".join(text_lines(report)))

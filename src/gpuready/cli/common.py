@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from gpuready.cli.formatting import Formatter
 from gpuready.paths import NVIDIA_RUNTIME_BINARY
@@ -19,6 +20,9 @@ with handler "{name}" gives GPU pods the runtime and leaves every other pod on r
   gpuready setup            # writes /root/toolkit/runtimeclass.yaml
   kubectl apply -f /root/toolkit/runtimeclass.yaml
   # then set runtimeClassName: {name} in the GPU pods' spec"""
+
+if TYPE_CHECKING:
+    from gpuready.cli import requests
 
 
 def add_command(
@@ -53,12 +57,12 @@ class EngineAddress(argparse.Action):
         namespace.engine_address_flag = option_string
 
 
-def containerd_address(args: argparse.Namespace, *, default: str) -> str:
+def containerd_address(request: requests.AnyRequest, *, default: str) -> str:
     """containerd's socket: ``--address`` when given, else ``CONTAINERD_ADDRESS`` as ``ctr`` reads
     it (a socket path; ``unix:///PATH`` is taken too), else ``default`` (what gpuready detects)."""
     import os
 
-    given = getattr(args, "engine_address", None)
+    given = getattr(request, "engine_address", None)
     if given:
         return given
     value = os.environ.get("CONTAINERD_ADDRESS", "")
@@ -292,12 +296,12 @@ def add_distribution(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def detect_owner(args: argparse.Namespace):
+def detect_owner(request: requests.AnyRequest):
     """The :class:`~gpuready.owners.detect.Detection` for ``--root`` and ``--distribution``."""
     from gpuready.node import Node
     from gpuready.owners.detect import detect
 
-    return detect(Node(args.root), distribution=args.distribution)
+    return detect(Node(request.root), distribution=request.distribution)
 
 
 def add_engine(parser: argparse.ArgumentParser) -> None:
@@ -335,14 +339,14 @@ def add_docker_version(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def engine_name(args: argparse.Namespace, *, config: str | None = None) -> str:
+def engine_name(request: requests.AnyRequest, *, config: str | None = None) -> str:
     """The engine asked for, else guessed from an explicit config file, else detected."""
-    if getattr(args, "engine", None):
-        return args.engine
+    if getattr(request, "engine", None):
+        return request.engine
     if config:
         return "docker" if config.endswith(".json") else "containerd"
     from pathlib import Path
 
     from gpuready.engines import detect
 
-    return detect(Path(args.root)).name
+    return detect(Path(request.root)).name

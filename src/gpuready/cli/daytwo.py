@@ -3,12 +3,15 @@ files they work on, how their plans are reported, and the ``--restart`` transact
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gpuready.errors import ExitCode, GpureadyError
+
+if TYPE_CHECKING:
+    from gpuready.cli import requests
 
 
 class PendingTransactionError(GpureadyError):
@@ -17,7 +20,7 @@ class PendingTransactionError(GpureadyError):
     exit_code = ExitCode.CHECK_FAILED
 
 
-def node_config(args: argparse.Namespace):
+def node_config(request: requests.AnyRequest):
     """The :class:`~gpuready.workflow.daytwo.NodeConfig` of ``--config``, ``--root`` and
     ``--containerd-version`` (else ``containerd --version``, else the config version)."""
     from pathlib import Path
@@ -25,15 +28,15 @@ def node_config(args: argparse.Namespace):
     from gpuready.containerd.semantics import choose
     from gpuready.workflow.daytwo import NodeConfig
 
-    root = Path(args.root)
-    path = config_path(args)
-    flag = getattr(args, "containerd_version", None)
+    root = Path(request.root)
+    path = config_path(request)
+    flag = getattr(request, "containerd_version", None)
     semantics = choose(flag=flag, probe=True, config_version=_version_or_none(path, root),
                        root=root)
     return NodeConfig(config=path, root=root, major=semantics.major, line=semantics.line)
 
 
-def config_path(args: argparse.Namespace):
+def config_path(request: requests.AnyRequest):
     """The containerd config ``--config`` names, else the node's ``/etc/containerd/config.toml``
     (where a ``--restart`` transaction keeps its journal)."""
     from pathlib import Path
@@ -41,8 +44,8 @@ def config_path(args: argparse.Namespace):
     from gpuready.node import Node
     from gpuready.paths import CONTAINERD_CONFIG
 
-    config = getattr(args, "config", None)
-    return Path(config) if config else Node(args.root).path(CONTAINERD_CONFIG)
+    config = getattr(request, "config", None)
+    return Path(config) if config else Node(request.root).path(CONTAINERD_CONFIG)
 
 
 def _version_or_none(path, root):
@@ -57,15 +60,15 @@ def _version_or_none(path, root):
         return None
 
 
-def drop_in(args: argparse.Namespace):
+def drop_in(request: requests.AnyRequest):
     """The drop-in ``--drop-in [PATH]`` names, or None to register in the main file."""
     from pathlib import Path
 
     from gpuready.containerd.dropin import drop_in_target
 
-    if getattr(args, "drop_in", None) is None:
+    if getattr(request, "drop_in", None) is None:
         return None
-    return drop_in_target(args.drop_in or None, root=Path(args.root))
+    return drop_in_target(request.drop_in or None, root=Path(request.root))
 
 
 def report(plans, written, *, dry_run: bool) -> dict:
@@ -130,46 +133,46 @@ def print_report(report: dict, *, dry_run: bool, as_json: bool) -> None:
         print(f"gpuready: error: {reason}", file=sys.stderr)
 
 
-def restart_options(args: argparse.Namespace, *, expect_runtime: str | None = None,
+def restart_options(request: requests.Restartable, *, expect_runtime: str | None = None,
                     gone_runtime: str | None = None):
     """The :class:`~gpuready.workflow.transaction.RestartOptions` of ``--restart``'s options."""
     from gpuready.cli.common import containerd_address
     from gpuready.workflow.transaction import RestartOptions
 
     return RestartOptions(
-        address=containerd_address(args, default=args.address),
-        command=args.restart_command,
-        timeout=args.restart_timeout,
-        probe=args.probe,
-        probe_image=args.probe_image,
-        probe_binary=args.probe_binary,
-        runtime_name=getattr(args, "runtime_name", "nvidia"),
+        address=containerd_address(request, default=request.address),
+        command=request.restart_command,
+        timeout=request.restart_timeout,
+        probe=request.probe,
+        probe_image=request.probe_image,
+        probe_binary=request.probe_binary,
+        runtime_name=getattr(request, "runtime_name", "nvidia"),
         expect_runtime=expect_runtime,
         gone_runtime=gone_runtime,
     )
 
 
-def _restart_defaults(args: argparse.Namespace) -> bool:
+def _restart_defaults(request: requests.Restartable) -> bool:
     """True when no restart option was given a value of its own."""
     from gpuready.cli.common import RESTART_DEFAULTS
 
-    return all(getattr(args, name) == value for name, value in RESTART_DEFAULTS.items())
+    return all(getattr(request, name) == value for name, value in RESTART_DEFAULTS.items())
 
 
-def check_restart_options(args: argparse.Namespace) -> None:
+def check_restart_options(request: requests.AnyRequest) -> None:
     """Refuse restart options no transaction can run with (``--restart-timeout nan``), before
     anything is written: a bad input, exit 2."""
-    if not hasattr(args, "restart_timeout") or _restart_defaults(args):
+    if not hasattr(request, "restart_timeout") or _restart_defaults(request):
         return  # the defaults can drive a transaction: nothing to load the transaction for
     from gpuready.errors import UsageError
     from gpuready.workflow.transaction import options_problem
 
-    problem = options_problem(restart_options(args))
+    problem = options_problem(restart_options(request))
     if problem is not None:
         raise UsageError(f"{problem}; nothing written")
 
 
-def finish_pending(args: argparse.Namespace, config=None) -> None:
+def finish_pending(request: requests.AnyRequest, config=None) -> None:
     """Before a writing command changes anything: finish the ``--restart`` transaction a killed
     run left beside the config (restart and verify, or roll back) and say which.
 
@@ -180,19 +183,19 @@ def finish_pending(args: argparse.Namespace, config=None) -> None:
     from gpuready.node import Node
     from gpuready.workflow import journal
 
-    config = config or config_path(args)
-    out = sys.stderr if getattr(args, "format", "text") == "json" else sys.stdout
-    if not journal.pending(Node(args.root), config):
+    config = config or config_path(request)
+    out = sys.stderr if getattr(request, "format", "text") == "json" else sys.stdout
+    if not journal.pending(Node(request.root), config):
         return
     from gpuready.workflow.transaction import finish_pending as finish
 
-    if getattr(args, "dry_run", False):
+    if getattr(request, "dry_run", False):
         print(f"note: a --restart transaction on this node was killed before its verdict "
               f"(journal {journal.journal_path(config)}); a run without --dry-run finishes it "
               "first", file=out)
         return
-    override = restart_options(args) if getattr(args, "restart", False) else None
-    finished = finish(Path(args.root), config, override=override)
+    override = restart_options(request) if getattr(request, "restart", False) else None
+    finished = finish(Path(request.root), config, override=override)
     if finished is None:
         return
     print("\n".join(finished.lines()), file=out)
@@ -202,7 +205,7 @@ def finish_pending(args: argparse.Namespace, config=None) -> None:
 
 
 def transact(
-    args: argparse.Namespace,
+    request: requests.Restartable,
     node,
     plan: Callable[[], list],
     *,
@@ -212,12 +215,12 @@ def transact(
     """Run the change as the ``--restart`` transaction and print its report."""
     from gpuready.workflow.transaction import run_transaction
 
-    options = restart_options(args, expect_runtime=expect_runtime, gone_runtime=gone_runtime)
-    outcome = run_transaction(node, plan, options=options, dry_run=args.dry_run)
-    if args.format == "json":
+    options = restart_options(request, expect_runtime=expect_runtime, gone_runtime=gone_runtime)
+    outcome = run_transaction(node, plan, options=options, dry_run=request.dry_run)
+    if request.format == "json":
         print(json.dumps(outcome.to_dict(), indent=2))
     else:
-        if args.dry_run and outcome.diff:
+        if request.dry_run and outcome.diff:
             sys.stdout.write(outcome.diff)
         print("\n".join(outcome.lines()))
     return outcome.exit_code

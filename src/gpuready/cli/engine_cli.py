@@ -3,9 +3,9 @@ Docker and CRI-O (containerd keeps its own code paths in the command modules).""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 DOCKER_DEFAULT_REFUSAL = """\
 refusing --set-as-default without --confirm-every-pod-uses-it.
@@ -13,56 +13,59 @@ With "default-runtime": "{name}" every container on this machine, GPU or not, ru
 NVIDIA runtime, and a problem in it (a driver upgrade, a missing library) stops them all. GPU
 containers opt in instead: docker run --runtime {name} ... (or --gpus with the toolkit's hook)."""
 
+if TYPE_CHECKING:
+    from gpuready.cli import requests
 
-def docker_address(args: argparse.Namespace):
+
+def docker_address(request: requests.AnyRequest):
     """The :class:`~gpuready.engines.docker.address.DockerAddress` of dockerd: ``--address`` (or
     ``--docker-address``) when given, else ``DOCKER_HOST``, else the default socket; a value
     that is not ``unix:///PATH`` is a usage error (exit 2) naming where it came from."""
     from gpuready.engines.docker.address import resolve
 
-    return resolve(getattr(args, "engine_address", None),
-                   flag=getattr(args, "engine_address_flag", None) or "--address")
+    return resolve(getattr(request, "engine_address", None),
+                   flag=getattr(request, "engine_address_flag", None) or "--address")
 
 
 # -- configure / unconfigure -------------------------------------------------------------------
 
 
-def configure(args: argparse.Namespace, name: str) -> int:
+def configure(request: requests.Configure, name: str) -> int:
     """``configure --engine docker|crio``: plan under the lock, then show or apply it."""
     from gpuready.containerd.gate import Intent
     from gpuready.engines import get
     from gpuready.engines.base import RuntimeChange
     from gpuready.errors import UsageError
 
-    if args.set_as_default and not args.confirm_every_pod_uses_it:
+    if request.set_as_default and not request.confirm_every_pod_uses_it:
         if name == "docker":
-            raise UsageError(DOCKER_DEFAULT_REFUSAL.format(name=args.runtime_name))
+            raise UsageError(DOCKER_DEFAULT_REFUSAL.format(name=request.runtime_name))
         from gpuready.cli.common import SET_AS_DEFAULT_REFUSAL
 
-        raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=args.runtime_name))
+        raise UsageError(SET_AS_DEFAULT_REFUSAL.format(name=request.runtime_name))
     engine = get(name)
-    change = RuntimeChange(name=args.runtime_name, binary=args.binary,
-                           enable_cdi=args.enable_cdi, set_as_default=args.set_as_default)
+    change = RuntimeChange(name=request.runtime_name, binary=request.binary,
+                           enable_cdi=request.enable_cdi, set_as_default=request.set_as_default)
     notes = []
-    if args.systemd_cgroup != "true":
+    if request.systemd_cgroup != "true":
         notes.append(f"--systemd-cgroup applies to containerd only; {engine.facts.title} "
                      "keeps its own cgroup driver")
-    intent = Intent(confirmed=bool(args.confirm_every_pod_uses_it))
+    intent = Intent(confirmed=bool(request.confirm_every_pod_uses_it))
 
     def planner(path, node):
         from gpuready.engines.base import plan_engine_record
 
         plan = engine.plan_add_runtime(path, change, node=node)
         record = plan_engine_record(
-            path, plan, node=node, runtime_name=args.runtime_name,
-            previous_runtime=_file_runtime(name, plan.before, args.runtime_name, path))
+            path, plan, node=node, runtime_name=request.runtime_name,
+            previous_runtime=_file_runtime(name, plan.before, request.runtime_name, path))
         return [plan, record]
 
     check = _docker_check_before_write if name == "docker" else None
-    return _apply(args, engine, planner, notes, intent=intent, check=check)
+    return _apply(request, engine, planner, notes, intent=intent, check=check)
 
 
-def _docker_check_before_write(args: argparse.Namespace, plan, node) -> list[str]:
+def _docker_check_before_write(request: requests.Configure, plan, node) -> list[str]:
     """Judge the daemon.json about to be written as the node's dockerd would (its own
     ``--validate`` on this machine, else the key table of its release): a refusal raises, doubts
     are returned as notes."""
@@ -71,17 +74,17 @@ def _docker_check_before_write(args: argparse.Namespace, plan, node) -> list[str
 
     if plan.after is None:
         return []
-    on_host = Path(args.root).resolve() == Path("/")
+    on_host = Path(request.root).resolve() == Path("/")
     release = None
     if on_host:
         from gpuready.engines.docker.installed import installed_release
 
         release = installed_release()
-    return check_before_write(plan.after, plan.path, options=Options(root=Path(args.root)),
+    return check_before_write(plan.after, plan.path, options=Options(root=Path(request.root)),
                               release=release, ask_dockerd=on_host)
 
 
-def unconfigure(args: argparse.Namespace, name: str) -> int:
+def unconfigure(request: requests.Unconfigure, name: str) -> int:
     """``unconfigure``: remove the runtime gpuready registered."""
     from gpuready.containerd.gate import Intent
     from gpuready.engines import get
@@ -91,50 +94,50 @@ def unconfigure(args: argparse.Namespace, name: str) -> int:
     def planner(path, node):
         from gpuready.engines.base import plan_engine_unconfigure
 
-        [removal] = engine.plan_remove_runtime(path, args.runtime_name, node=node)
-        plans = plan_engine_unconfigure(path, removal, args.runtime_name, node=node)
+        [removal] = engine.plan_remove_runtime(path, request.runtime_name, node=node)
+        plans = plan_engine_unconfigure(path, removal, request.runtime_name, node=node)
         if name == "docker":
             from gpuready.engines.docker.engine import plan_leftovers
 
             plans = plan_leftovers(path, plans, node=node)
         return plans
 
-    intent = Intent(removes=frozenset({args.runtime_name}))
+    intent = Intent(removes=frozenset({request.runtime_name}))
     if name == "docker":
-        _require_daemon_json(args, engine)
-    return _apply(args, engine, planner, [], intent=intent)
+        _require_daemon_json(request, engine)
+    return _apply(request, engine, planner, [], intent=intent)
 
 
-def _require_daemon_json(args: argparse.Namespace, engine) -> None:
+def _require_daemon_json(request: requests.AnyRequest, engine) -> None:
     """``unconfigure --engine docker`` on a node without daemon.json: bad input (exit 2), as for
     containerd's config, with what dockerd runs without one."""
     from gpuready.errors import MissingFileError
     from gpuready.node import FileKind, Node
 
-    node = Node(args.root)
-    path = Path(args.config) if args.config else engine.config_path(node)
+    node = Node(request.root)
+    path = Path(request.config) if request.config else engine.config_path(node)
     if not node.lexists(path):
         raise MissingFileError(path, node.missing_reason(path, FileKind.DOCKER_CONFIG))
 
 
-def _apply(args, engine, planner, notes: list[str], *, intent, check=None) -> int:
+def _apply(request, engine, planner, notes: list[str], *, intent, check=None) -> int:
     from gpuready.containerd.gate import EngineGuard
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
 
-    node = Node(args.root)
-    path = Path(args.config) if args.config else engine.config_path(node)
-    reloading = getattr(args, "reload", False) and not args.dry_run
+    node = Node(request.root)
+    path = Path(request.config) if request.config else engine.config_path(node)
+    reloading = getattr(request, "reload", False) and not request.dry_run
     # a bad DOCKER_HOST or --address, or no dockerd there, stops here: nothing written
-    address = _reload_address(args, engine) if reloading else None
+    address = _reload_address(request, engine) if reloading else None
     with locked(path, node=node):
         plans = planner(path, node)
         plan = plans[0]  # the config's plan; then gpuready's own files (backup, record)
         # the never-break gate, for a dry run too: the verdict a real run would meet
         EngineGuard(engine, path, node.root, intent).enforce([plan])
         if check is not None:
-            notes = [*notes, *check(args, plan, node)]
-        written, backups = ([], []) if args.dry_run else _write(plans, node)
+            notes = [*notes, *check(request, plan, node)]
+        written, backups = ([], []) if request.dry_run else _write(plans, node)
         reloaded = _reload(address, path, node, written, backups) if reloading else None
     report = {
         "status": "ok", "engine": engine.facts.name, "file": str(path), "changed": plan.changes,
@@ -150,8 +153,8 @@ def _apply(args, engine, planner, notes: list[str], *, intent, check=None) -> in
         report["address_source"] = address.source
     from gpuready.cli.report import print_configure_report
 
-    print_configure_report(report, dry_run=args.dry_run, as_json=args.format == "json")
-    if reloaded is not None and args.format != "json":
+    print_configure_report(report, dry_run=request.dry_run, as_json=request.format == "json")
+    if reloaded is not None and request.format != "json":
         print(f"reloaded: {reloaded}")
     return 0
 
@@ -189,7 +192,7 @@ def _file_runtime(name: str, text: str | None, runtime: str, path: Path) -> dict
     return json.loads(json.dumps(entry, default=str)) if isinstance(entry, dict) else {}
 
 
-def _reload_address(args: argparse.Namespace, engine):
+def _reload_address(request: requests.AnyRequest, engine):
     """dockerd's address for ``--reload`` (which only Docker has)."""
     from gpuready.errors import UsageError
 
@@ -198,7 +201,7 @@ def _reload_address(args: argparse.Namespace, engine):
                          "yourself (gpuready does not run it)")
     from gpuready.engines.docker.live import reload_target
 
-    address = docker_address(args)
+    address = docker_address(request)
     reload_target(address)  # dockerd answers, and its pid is known: else exit 3, nothing written
     return address
 
@@ -239,24 +242,24 @@ def _reload(address, path: Path, node, written: list, backups: list[Path]) -> st
 # -- lint / doctor ------------------------------------------------------------------------------
 
 
-def lint(args: argparse.Namespace, name: str, *, doctor: bool) -> int:
+def lint(request: requests.Lint | requests.Doctor, name: str, *, doctor: bool) -> int:
     """``lint``/``doctor`` with ``--engine docker|crio``."""
     from gpuready.errors import ExitCode, UsageError
     from gpuready.reporting import render
     from gpuready.rules import selection
     from gpuready.rules.context import Options
 
-    if getattr(args, "fix", False):
+    if getattr(request, "fix", False):
         raise UsageError(f"--fix repairs containerd configs only; edit the {name} file by hand")
-    selected = selection(select=args.select, ignore=args.ignore)
-    options = Options(runtime_name=args.runtime_name, root=Path(args.root))
-    explicit = [Path(f) for f in getattr(args, "files", None) or ()]
-    if getattr(args, "config", None):
-        explicit.append(Path(args.config))
+    selected = selection(select=request.select, ignore=request.ignore)
+    options = Options(runtime_name=request.runtime_name, root=Path(request.root))
+    explicit = [Path(f) for f in getattr(request, "files", None) or ()]
+    if getattr(request, "config", None):
+        explicit.append(Path(request.config))
     release = None
     if name == "docker":
-        release = _docker_release(args)
-        report = _lint_docker(args, explicit, options, selected, release)
+        release = _docker_release(request)
+        report = _lint_docker(request, explicit, options, selected, release)
     else:
         from gpuready.engines.crio.lint import lint_crio, node_paths
 
@@ -268,25 +271,25 @@ def lint(args: argparse.Namespace, name: str, *, doctor: bool) -> int:
         report.problems += [problem for problem in engine_problems(
             options.node, name, docker_release=release) if problem.rule in selected]
     command = "doctor" if doctor else "lint"
-    print(render(args.format, report.problems, files=report.files, command=command), end="")
+    print(render(request.format, report.problems, files=report.files, command=command), end="")
     return ExitCode.CHECK_FAILED if report.failed else ExitCode.OK
 
 
-def _docker_release(args):
+def _docker_release(request):
     """Docker's release: ``--docker-version``, else the installed dockerd's on this machine, else
     None (unknown: a node in a folder)."""
     from gpuready.engines.docker.installed import installed_release, parse_release
     from gpuready.errors import UsageError
 
-    if getattr(args, "docker_version", None):
-        release = parse_release(f"version {args.docker_version}")
+    if getattr(request, "docker_version", None):
+        release = parse_release(f"version {request.docker_version}")
         if release is None:
-            raise UsageError(f"--docker-version {args.docker_version!r}: expected X.Y")
+            raise UsageError(f"--docker-version {request.docker_version!r}: expected X.Y")
         return release
-    return installed_release() if Path(args.root).resolve() == Path("/") else None
+    return installed_release() if Path(request.root).resolve() == Path("/") else None
 
 
-def _lint_docker(args, explicit, options, selected, release):
+def _lint_docker(request, explicit, options, selected, release):
     from gpuready.engines.docker.facts import DAEMON_JSON
     from gpuready.engines.docker.lint import lint_daemon_json
 
@@ -297,14 +300,14 @@ def _lint_docker(args, explicit, options, selected, release):
 # -- verify -------------------------------------------------------------------------------------
 
 
-def verify(args: argparse.Namespace, name: str) -> int:
+def verify(request: requests.Verify, name: str) -> int:
     """``verify --live --engine docker``: ask dockerd, compare with daemon.json, probe."""
     from gpuready.errors import ExitCode, UsageError
 
     if name == "crio":
         raise UsageError("verify --live is not available for CRI-O: gpuready checks CRI-O's "
                          "files (lint, doctor --engine crio) but does not claim live verification")
-    if not args.live:
+    if not request.live:
         raise UsageError("verify needs --live (it asks the running dockerd)")
     from gpuready.engines.docker.config import load_daemon_config
     from gpuready.engines.docker.facts import DAEMON_JSON
@@ -317,18 +320,18 @@ def verify(args: argparse.Namespace, name: str) -> int:
     )
     from gpuready.node import Node
 
-    address = docker_address(args)  # a bad DOCKER_HOST or --address first: a usage error
-    node = Node(args.root)
-    path = Path(args.config) if args.config else node.path(DAEMON_JSON)
+    address = docker_address(request)  # a bad DOCKER_HOST or --address first: a usage error
+    node = Node(request.root)
+    path = Path(request.config) if request.config else node.path(DAEMON_JSON)
     config = load_daemon_config(path, node=node)
-    live = live_state(address, timeout=args.timeout)
+    live = live_state(address, timeout=request.timeout)
     report = DockerReport(address=address.address, config_path=path, live=live,
                           pid=daemon_pid(address), address_source=address.source,
-                          checks=compare(config, live, runtime_name=args.runtime_name))
-    if args.probe:
-        report.probe = run_probe(address, runtime=args.runtime_name,
-                                 binary=Path(args.probe_binary), timeout=args.probe_timeout)
-    if args.format == "json":
+                          checks=compare(config, live, runtime_name=request.runtime_name))
+    if request.probe:
+        report.probe = run_probe(address, runtime=request.runtime_name,
+                                 binary=Path(request.probe_binary), timeout=request.probe_timeout)
+    if request.format == "json":
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print("\n".join(docker_lines(report)))

@@ -202,8 +202,9 @@ def run(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return ExitCode.BAD_INPUT
     try:
-        _require_node_root(args)
-        return int(args.handler(args))
+        _require_node_root(getattr(args, "root", None), command=args.command)
+        request = importlib.import_module(BY_NAME[args.command].module).request_from(args)
+        return int(args.handler(request))
     except GpureadyError as error:
         _print_error(error.message(), error.exit_code,
                      as_json=getattr(args, "format", None) == "json"
@@ -229,12 +230,11 @@ def run(argv: Sequence[str] | None = None) -> int:
 NODE_FOLDERS = ("etc", "usr", "var", "dev", "proc", "sys", "run", "opt", "lib")
 
 
-def _require_node_root(args: argparse.Namespace) -> None:
+def _require_node_root(root: str | None, *, command: str) -> None:
     """Refuse a ``--root`` that does not look like a node (no ``etc/``, ``usr/``, ``dev/`` ...):
     a mistyped root would otherwise read as a node with nothing on it. ``setup`` alone makes
     node roots."""
-    root = getattr(args, "root", None)
-    if root in (None, "/") or args.command == "setup" or any(
+    if root in (None, "/") or command == "setup" or any(
             os.path.isdir(os.path.join(root, folder)) for folder in NODE_FOLDERS):
         return
     from gpuready.errors import UsageError

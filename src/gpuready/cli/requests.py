@@ -1,0 +1,269 @@
+"""What each command was asked, as one typed, immutable request.
+
+The command line parses ``argv`` with argparse and hands each command's ``request_from(args)``
+the namespace; everything below that edge takes one of these requests, so no function past the
+entry point reads an ``argparse.Namespace`` (``tests/test_requests.py`` keeps it so). Field
+names are the options' own (``--dry-run`` is ``dry_run``), their values as the parser checked
+them.
+
+A ``NamedTuple``, not a dataclass: ``gpuready lint`` does not import :mod:`dataclasses` (nor
+:mod:`inspect` with it), and start-up is measured (``benchmarks/bench_startup.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple, TypeVar, Union
+
+Request = TypeVar("Request", bound=tuple)
+
+
+def build(kind: type[Request], values: Mapping[str, object]) -> Request:
+    """A ``kind`` from the parsed ``values`` (``vars(args)``): each field from the value of the
+    same name, a field the command line did not set keeps its default (an address option that
+    was never given sets no ``engine_address``). A field with no value and no default is a
+    programming error, raised as such."""
+    given = {name: values[name] for name in kind._fields if name in values}
+    return kind(**given)
+
+
+class Setup(NamedTuple):
+    """``gpuready setup``: the whole workflow on one node."""
+
+    root: str
+    containerd_version: str | None
+    distribution: str
+    base: str | None
+    runtime_name: str
+    binary: str
+    systemd_cgroup: str | None  # None: not given, the node decides
+    enable_cri: bool
+    confirm_every_pod_uses_it: bool
+    toolkit_dir: str
+    gpus: int | None
+    dry_run: bool
+    format: str
+    engine: str
+
+
+class Configure(NamedTuple):
+    """``gpuready configure``: register the runtime in an existing config."""
+
+    root: str
+    distribution: str
+    config: str | None
+    force: bool
+    runtime_name: str
+    binary: str
+    systemd_cgroup: str
+    enable_cri: bool
+    enable_cdi: bool
+    set_as_default: bool
+    confirm_every_pod_uses_it: bool
+    reload: bool
+    drop_in: str | None  # None: not asked; "": the default drop-in
+    containerd_version: str | None
+    engine: str | None
+    docker_address: str | None
+    dry_run: bool
+    restart: bool
+    address: str
+    restart_command: str | None
+    restart_timeout: float
+    probe: bool
+    probe_image: str
+    probe_binary: str
+    format: str
+    engine_address: str | None = None  # --address or --docker-address, when given
+    engine_address_flag: str | None = None  # which of the two gave it
+
+
+class Unconfigure(NamedTuple):
+    """``gpuready unconfigure``: take back what gpuready added."""
+
+    root: str
+    config: str | None
+    distribution: str
+    runtime_name: str
+    engine: str | None
+    docker_address: str | None
+    reload: bool
+    containerd_version: str | None
+    dry_run: bool
+    restart: bool
+    address: str
+    restart_command: str | None
+    restart_timeout: float
+    probe: bool
+    probe_image: str
+    probe_binary: str
+    format: str
+    engine_address: str | None = None
+    engine_address_flag: str | None = None
+
+
+class ShowConfig(NamedTuple):
+    """``gpuready show-config``: the effective config."""
+
+    root: str
+    config: str | None
+    containerd_version: str | None
+    format: str
+
+
+class Migrate(NamedTuple):
+    """``gpuready migrate``: upgrade a config and its imports to version 3 or 4."""
+
+    to: int
+    root: str
+    config: str | None
+    containerd_version: str | None
+    dry_run: bool
+    restart: bool
+    address: str
+    restart_command: str | None
+    restart_timeout: float
+    probe: bool
+    probe_image: str
+    probe_binary: str
+    format: str
+    engine_address: str | None = None
+    engine_address_flag: str | None = None
+
+
+class Check(NamedTuple):
+    """``gpuready check``: the files setup produced against the contract."""
+
+    root: str
+    containerd_version: str | None
+    distribution: str
+    runtime_name: str
+    toolkit_dir: str
+    format: str
+    engine: str
+
+
+class Lint(NamedTuple):
+    """``gpuready lint``: config files on their own, or the node's config."""
+
+    files: list  # of str; empty: the node's config
+    root: str
+    runtime_name: str
+    select: list | None  # of comma-separated rule lists
+    ignore: list | None
+    format: str
+    containerd_version: str | None
+    fix: bool
+    confirm_every_pod_uses_it: bool
+    dry_run: bool
+    engine: str | None
+    docker_version: str | None
+
+
+class Doctor(NamedTuple):
+    """``gpuready doctor``: the whole node."""
+
+    root: str
+    distribution: str
+    runtime_name: str
+    config: str | None
+    runtimeclass: list  # of str
+    select: list | None
+    ignore: list | None
+    format: str
+    containerd_version: str | None
+    engine: str | None
+    docker_version: str | None
+
+
+class Audit(NamedTuple):
+    """``gpuready audit``: many nodes' fetched files."""
+
+    paths: list  # of str
+    runtime_name: str
+    select: list | None
+    ignore: list | None
+    format: str
+    containerd_version: str | None
+    jobs: int | None
+    worst: int
+
+
+class Rules(NamedTuple):
+    """``gpuready rules``: the list, one rule, or the Markdown reference."""
+
+    name: str | None
+    markdown: bool
+
+
+class CdiScan(NamedTuple):
+    """``gpuready cdi validate`` and ``cdi list``: spec files or the node's CDI folders."""
+
+    root: str
+    format: str
+    paths: list  # of str; empty: the node's CDI folders
+
+
+class CdiGenerate(NamedTuple):
+    """``gpuready cdi generate``: build the spec, print or write it."""
+
+    root: str
+    driver_root: str
+    output: str | None
+    gpus: int | None
+    inventory: str | None
+    device_name_strategy: list | None
+    hooks: bool | None
+    no_nvml: bool
+    format: str | None
+    force: bool
+    dry_run: bool
+
+
+class CdiRefresh(NamedTuple):
+    """``gpuready cdi refresh``: regenerate a stale spec, install the units."""
+
+    root: str
+    output: str | None
+    driver_root: str | None
+    gpus: int | None
+    inventory: str | None
+    device_name_strategy: list | None
+    hooks: bool | None
+    no_nvml: bool
+    force: bool
+    install_units: bool
+    format: str
+    dry_run: bool
+
+
+class Verify(NamedTuple):
+    """``gpuready verify``: what the running engine serves."""
+
+    live: bool
+    address: str | None
+    config: str | None
+    root: str
+    distribution: str
+    runtime_name: str
+    containerd_version: str | None
+    runtime_handler: str | None
+    runtimeclass: list
+    probe: bool
+    probe_image: str
+    probe_binary: str
+    timeout: float
+    probe_timeout: float
+    format: str
+    engine: str | None
+    docker_address: str | None
+    engine_address: str | None = None
+    engine_address_flag: str | None = None
+
+
+# What the helpers several commands share take: the requests with ``--restart``'s options, and
+# any request (a helper reads only the fields every request it is given has, or asks with
+# ``getattr`` and a default for one that some commands lack).
+Restartable = Union[Configure, Unconfigure, Migrate]
+AnyRequest = Union[Setup, Configure, Unconfigure, ShowConfig, Migrate, Check, Lint, Doctor,
+                   Audit, Rules, CdiScan, CdiGenerate, CdiRefresh, Verify]
