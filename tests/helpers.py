@@ -92,3 +92,14 @@ def added_lines_only(before: str, after: str) -> bool:
 
     matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
     return all(tag in ("equal", "insert") for tag, *_ in matcher.get_opcodes())
+
+
+def socket_in_root(root: Path, address: str,
+                   node_path: str = "/run/containerd/containerd.sock") -> str:
+    """Put a test daemon's socket (``address``, outside the root) at ``node_path`` inside the
+    node ``root``, as a bind mount puts the host's socket into an agent's tree: under --root a
+    socket is a node path. Returns the node's ``unix://`` address for --address."""
+    link = root / node_path.lstrip("/")
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(address[len("unix://"):] if address.startswith("unix://") else address)
+    return "unix://" + node_path

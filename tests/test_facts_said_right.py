@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests import driver_trees as trees
-from tests.helpers import LAB_BASE, run_cli
+from tests.helpers import LAB_BASE, run_cli, socket_in_root
 
 RULE = "systemd-cgroup-without-systemd"
 RUNC_SAYS = "systemd not running on this host, cannot use systemd cgroups manager"
@@ -72,7 +72,8 @@ def test_a_root_without_a_release_is_not_judged_by_the_host_containerd(tmp_path)
 
 def test_doctor_config_heads_its_report_with_the_file_it_read(tmp_path):
     root = _node(tmp_path)
-    other = tmp_path / "other.toml"
+    other = root / "srv" / "other.toml"  # under --root, a file of the node
+    other.parent.mkdir()
     shutil.copyfile(LAB_BASE, other)
     result = run_cli("doctor", "--root", str(root), "--config", str(other))
     header = result.out.splitlines()[:3]
@@ -137,7 +138,8 @@ def test_verify_live_without_systemd_reports_the_finding_not_ok(tmp_path, start_
         "options": {"BinaryName": "STANDIN", "SystemdCgroup": True}}})
     root = _node(tmp_path, pid1="tini")
     shutil.copyfile(daemon.config_path, root / "etc/containerd/config.toml")
-    argv = ("verify", "--live", "--address", daemon.address, "--root", str(root))
+    argv = ("verify", "--live", "--address", socket_in_root(root, daemon.address), "--root",
+            str(root))
     result = run_cli(*argv)
     assert result.code == 1, result.out + result.err
     line = next(row for row in result.out.splitlines() if RULE in row)

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from gpuready.workflow.journal import journal_path
+from gpuready.node import Node
+from gpuready.workflow.journal import journal_path, machine_id
 from gpuready.workflow.transaction import OUTPUT_KEPT, run_bounded
 from tests.harness.restartable import RestartableContainerd
 from tests.helpers import LAB_BASE, run_cli
@@ -91,6 +92,9 @@ def test_a_restart_command_past_its_timeout_is_stopped() -> None:
 # -- a journal a killed run left (no containerd needed) --------------------------------------------
 
 
+HOST_ID = machine_id(Node("/"))  # this machine's: a journal gpuready wrote here names it
+
+
 def killed_while_writing(folder: Path) -> tuple[Path, str]:
     """The config written, its record not yet: what a SIGKILL in the write phase leaves."""
     config = folder / "config.toml"
@@ -99,11 +103,10 @@ def killed_while_writing(folder: Path) -> tuple[Path, str]:
     (folder / "config.toml.gpuready.bak").write_text(CONFIG_TEXT)
     record = folder / "config.toml.gpuready.json"
     journal = {
-        "kind": "gpuready restart transaction", "format": 1, "node": "/",
+        "kind": "gpuready restart transaction", "format": 2, "node": "/",
         "config": str(config), "major": 1, "phase": "write", "restart": True,
-        "options": {"command": "exit 7", "address": "unix:///nonexistent.sock", "timeout": 5.0,
-                    "probe": False, "runtime_name": "nvidia", "expect_runtime": "nvidia",
-                    "gone_runtime": None},
+        "options": {"runtime_name": "nvidia", "expect_runtime": "nvidia", "gone_runtime": None},
+        "machine_id": HOST_ID,
         "files": [
             {"path": str(record), "before": None, "before_sha256": None,
              "after_sha256": sha("{}\n")},
@@ -150,7 +153,8 @@ def test_a_file_edited_since_the_kill_is_left_alone(tmp_path: Path) -> None:
     assert listing(tmp_path) == before
 
 
-@pytest.mark.parametrize("change", ["group-writable", "not-json", "outside-hash"])
+@pytest.mark.parametrize("change", ["group-writable", "not-json", "outside-hash",
+                                    "another-machine", "a-command", "earlier-format"])
 def test_a_journal_gpuready_cannot_trust_is_refused_and_nothing_touched(
     tmp_path: Path, change: str,
 ) -> None:
@@ -160,15 +164,40 @@ def test_a_journal_gpuready_cannot_trust_is_refused_and_nothing_touched(
         path.chmod(0o664)
     elif change == "not-json":
         path.write_text("{")
-    else:  # a "before" text that is not the one its hash names
+    else:
         data = json.loads(path.read_text())
-        data["files"][1]["before"] = "planted = true\n"
+        if change == "outside-hash":  # a "before" text that is not the one its hash names
+            data["files"][1]["before"] = "planted = true\n"
+        elif change == "another-machine":  # a tree copied from another node, journal and all
+            data["machine_id"] = "0123456789abcdef0123456789abcdef"
+        elif change == "a-command":  # what the journal's finisher would have run
+            data["options"]["command"] = f"touch {tmp_path / 'ran'}"
+        else:  # gpuready's earlier journal, which held the restart command
+            data["format"] = 1
+            data["options"].update(command=f"touch {tmp_path / 'ran'}", address="unix:///x")
         path.write_text(json.dumps(data))
     before = listing(tmp_path)
-    result = run_cli("unconfigure", "--config", str(config))
-    assert result.code == 2, result.out + result.err
-    assert "transaction journal" in result.err, result.err
-    assert listing(tmp_path) == before
+    for command in (("unconfigure", "--config", str(config)),
+                    ("configure", "--config", str(config), "--restart", "--restart-command",
+                     "true", "--restart-timeout", "1")):
+        result = run_cli(*command)
+        assert result.code == 2, result.out + result.err
+        assert "transaction journal" in result.err, result.err
+        assert listing(tmp_path) == before
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_pending_restart_is_carried_out_only_with_this_runs_options(tmp_path: Path) -> None:
+    """Every file written, the restart not done: a run without --restart touches nothing and
+    says a restart is pending (exit 1, its own change not made); nothing from the journal runs."""
+    config, after = killed_while_writing(tmp_path)
+    (tmp_path / "config.toml.gpuready.json").write_text("{}\n")  # the record was written too
+    before = listing(tmp_path)
+    result = run_cli("configure", "--config", str(config), "--runtime-name", "other")
+    assert result.code == 1, result.out + result.err
+    assert "restart pending" in result.out and "--restart" in result.out
+    assert "pending --restart transaction is not finished" in result.err
+    assert listing(tmp_path) == before  # the journal kept, no runtime "other" added
 
 
 def test_reading_commands_report_the_pending_transaction(tmp_path: Path) -> None:
@@ -176,9 +205,10 @@ def test_reading_commands_report_the_pending_transaction(tmp_path: Path) -> None
     folder = root / "etc" / "containerd"
     folder.mkdir(parents=True)
     killed_while_writing(folder)
-    # the journal names node paths: rewrite the host paths the helper wrote
+    # the journal names node paths and the node's machine id (this root has none)
     path = journal_path(folder / "config.toml")
-    path.write_text(path.read_text().replace(str(root), ""))
+    data = json.loads(path.read_text().replace(str(root), ""))
+    path.write_text(json.dumps({**data, "machine_id": None}))
     before = listing(root)
     for command in (("doctor",), ("lint",)):
         result = run_cli(*command, "--root", str(root), "--containerd-version", "1.7",
@@ -251,19 +281,25 @@ def test_a_killed_restart_is_finished_by_the_next_writing_command(
 def test_a_killed_restart_that_fails_its_proof_is_rolled_back_by_the_next_command(
     daemon: RestartableContainerd,
 ) -> None:
-    """Finished without ``--restart``: the journal's own restart command runs (it restarts
-    containerd from the second time on); the probe through a missing binary fails."""
+    """Without ``--restart`` the next command restarts nothing (the journal names no command):
+    it says a restart is pending. With its own ``--restart`` options it restarts containerd on
+    the change, and the probe it asks for fails through the missing binary: rolled back."""
     config = daemon.config_path
     original = config.read_bytes()
     killed = run_cli("configure", "--binary", "/nonexistent/nvidia-container-runtime", "--probe",
                      *restart_args(daemon, killing_restart(daemon)))
     assert killed.code == -9, killed.out + killed.err
     boots = daemon.boots()
-    result = run_cli("unconfigure", "--config", str(config))
+    left = config.read_bytes()
+    plain = run_cli("unconfigure", "--config", str(config))
+    assert plain.code == 1, plain.out + plain.err
+    assert "restart pending" in plain.out
+    assert config.read_bytes() == left and daemon.boots() == boots  # nothing touched, nor run
+    result = run_cli("unconfigure", "--probe", *restart_args(daemon, daemon.restart_command))
     assert result.code == 0, result.out + result.err
     assert "[FAILED] probe" in result.out
     assert "pending transaction rolled back" in result.out
-    assert "nothing recorded" in result.out  # unconfigure then finds nothing to take back
+    assert "nothing to change; containerd not restarted" in result.out  # then its own work
     assert config.read_bytes() == original
     assert sorted(p.name for p in config.parent.glob("config.toml*")) == ["config.toml"]
     assert daemon.boots() == boots + 2, "restarted on the change, then on the original"

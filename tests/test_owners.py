@@ -282,17 +282,20 @@ def test_setup_on_kubespray_writes_no_config_and_says_what_to_set(tmp_path):
 
 
 def test_verify_live_defaults_to_the_owners_socket(tmp_path):
-    from gpuready.cli.cmd_verify import options_from
+    """The owner's socket, at its node path: inside the root under --root."""
+    from gpuready.cli.cmd_verify import options_from, request_from
     from gpuready.cli.main import build_parser
 
+    def options(*argv):
+        return options_from(request_from(build_parser().parse_args(["verify", "--live", *argv])))
+
     root = node(tmp_path, "k3s")
-    args = build_parser().parse_args(["verify", "--live", "--root", str(root)])
-    options = options_from(args)
-    assert options.address == "unix:///run/k3s/containerd/containerd.sock"
-    assert options.config_path == root / K3S_DIR / "config.toml"
+    found = options("--root", str(root))
+    assert found.address == f"unix://{root}/run/k3s/containerd/containerd.sock"
+    assert found.config_path == root / K3S_DIR / "config.toml"
     microk8s = node(tmp_path, "microk8s")
-    args = build_parser().parse_args(["verify", "--live", "--root", str(microk8s)])
-    assert options_from(args).address == "unix:///var/snap/microk8s/common/run/containerd.sock"
+    assert options("--root", str(microk8s)).address == (
+        f"unix://{microk8s}/var/snap/microk8s/common/run/containerd.sock")
 
 
 def test_owners_md_is_generated_from_the_table():

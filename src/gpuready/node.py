@@ -8,8 +8,9 @@ Reads take regular files only (never a device, a FIFO or a socket) and at most a
 depends on what the file is; sockets are only checked for existence.
 
 Paths handed in and out are *host paths*: the root joined with the node path
-(:meth:`Node.path`), which is also what messages show. A host path outside the root (a file named
-on the command line) is the user's own and is taken as the operating system resolves it.
+(:meth:`Node.path`), which is also what messages show. A file of the node named on the command
+line (``--config``, ``lint FILE``, a socket) is a node path too (:meth:`Node.named`): under a root
+it is the file inside the root, never the machine's own file of that name.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
-from gpuready.errors import InputError, MissingFileError
+from gpuready.errors import InputError, MissingFileError, UsageError
 from gpuready.textfile import decode
 
 MAX_LINKS = 40  # as Linux's ELOOP limit for one path lookup
@@ -142,6 +143,27 @@ class Node:
             return text  # the user's own relative path, as :meth:`path` returns it
         below = _below_root(text)
         return self._prefix + below if below else self._root
+
+    def named(self, value: str, *, option: str) -> str:
+        """The host path of a file of this node the operator named (``--config PATH``, ``lint
+        FILE``, ``--address unix:///PATH``'s path).
+
+        On the machine itself, ``value`` as given. Under a root, the node path ``value`` inside
+        the root (``/etc/containerd/config.toml`` is ``<root>/etc/containerd/config.toml``), or
+        ``value`` itself when it already lies inside the root; a relative path outside the root
+        names no file of the node and is refused (:class:`UsageError`, exit 2): a run on a tree
+        never reads nor writes the machine's own file of the same name.
+        """
+        if self.is_host:
+            return value
+        absolute = os.path.abspath(value)
+        if self._contains(absolute):
+            return absolute
+        if value.startswith("/"):
+            return str(self.path(value))
+        raise UsageError(f"{option} {value}: under --root {self._root}, give the node path "
+                         f"(absolute, such as /etc/containerd/config.toml) or a path inside "
+                         f"{self._root}")
 
     def node_path(self, host_path: Path | str) -> PurePosixPath | Path:
         """The node's own name for a host path below the root (``<root>/etc/x`` → ``/etc/x``),

@@ -58,7 +58,8 @@ def register(subparsers) -> None:
         f"when set, else the socket of the node's owner: {DEFAULT_ADDRESS} for plain containerd, "
         "unix:///run/k3s/containerd/containerd.sock for k3s and RKE2, ...); with --engine "
         "docker, dockerd's API socket (default: $DOCKER_HOST when set, else "
-        "unix:///var/run/docker.sock)",
+        "unix:///var/run/docker.sock). Under --root every socket is a node path inside the "
+        "root",
     )
     parser.add_argument(
         "--config",
@@ -120,7 +121,7 @@ def options_from(request: requests.Verify):
         raise UsageError("--timeout and --probe-timeout must be positive")
     root = Path(request.root)
     owner = detect_owner(request).owner
-    # The socket is the node's own path: --root only says where to read files.
+    # The owner's socket at its node path: inside the root under --root (containerd_address).
     return VerifyOptions(
         address=common.containerd_address(request, default=f"unix://{owner.socket}"),
         config_path=Path(request.config) if request.config else Node(root).path(owner.config),

@@ -59,23 +59,43 @@ class EngineAddress(argparse.Action):
 
 def containerd_address(request: requests.AnyRequest, *, default: str) -> str:
     """containerd's socket: ``--address`` when given, else ``CONTAINERD_ADDRESS`` as ``ctr`` reads
-    it (a socket path; ``unix:///PATH`` is taken too), else ``default`` (what gpuready detects)."""
+    it (a socket path; ``unix:///PATH`` is taken too), else ``default`` (what gpuready detects).
+
+    Under ``--root`` the socket is the node's: its path lies inside the root (a cluster agent
+    with the host at ``/host`` reaches ``/host/run/containerd/containerd.sock``), never this
+    machine's own socket of the same name."""
     import os
 
     given = getattr(request, "engine_address", None)
-    if given:
-        return given
     value = os.environ.get("CONTAINERD_ADDRESS", "")
-    if not value:
-        return default
-    if value.startswith("/"):
-        return "unix://" + value
-    if value.startswith("unix:///"):
-        return value
-    from gpuready.errors import UsageError
+    if given:
+        address, option = given, "--address"
+    elif not value:
+        address, option = default, "--address"
+    elif value.startswith("/"):
+        address, option = "unix://" + value, "CONTAINERD_ADDRESS"
+    elif value.startswith("unix:///"):
+        address, option = value, "CONTAINERD_ADDRESS"
+    else:
+        from gpuready.errors import UsageError
 
-    raise UsageError(f"CONTAINERD_ADDRESS={value}: give containerd's socket as a path "
-                     "(/run/containerd/containerd.sock) or unix:///PATH, or pass --address")
+        raise UsageError(f"CONTAINERD_ADDRESS={value}: give containerd's socket as a path "
+                         "(/run/containerd/containerd.sock) or unix:///PATH, or pass --address")
+    return node_socket(request.root, address, option=option)
+
+
+def node_socket(root: str, address: str, *, option: str) -> str:
+    """``address`` (``unix:///PATH`` or a path) as the node's socket: under a ``root`` other
+    than ``/``, its path inside the root (:meth:`gpuready.node.Node.named`); any other scheme as
+    given (refused where it is used)."""
+    if root == "/":
+        return address
+    path = address[len("unix://"):] if address.startswith("unix://") else address
+    if not path.startswith("/"):
+        return address
+    from gpuready.node import Node
+
+    return "unix://" + Node(root).named(path, option=option)
 
 
 def add_root(parser: argparse.ArgumentParser) -> None:
@@ -240,12 +260,13 @@ def add_restart(parser: argparse.ArgumentParser) -> None:
         help="the chosen engine's socket: containerd's CRI socket (default: $CONTAINERD_ADDRESS "
         "when set, else unix:///run/containerd/containerd.sock); with --engine docker, "
         "dockerd's API socket for --reload (default: $DOCKER_HOST when set, else "
-        f"{DOCKER_ADDRESS})",
+        f"{DOCKER_ADDRESS}). Under --root a node path inside the root",
     )
     group.add_argument(
         "--restart-command",
         metavar="CMD",
-        help="restart containerd with this shell command (default: systemctl restart containerd)",
+        help="restart containerd with this shell command (default: systemctl restart "
+        "containerd; under --root required: this machine's containerd is not the node's)",
     )
     group.add_argument(
         "--restart-timeout",

@@ -161,7 +161,16 @@ def _restart_defaults(request: requests.Restartable) -> bool:
 
 def check_restart_options(request: requests.AnyRequest) -> None:
     """Refuse restart options no transaction can run with (``--restart-timeout nan``), before
-    anything is written: a bad input, exit 2."""
+    anything is written: a bad input, exit 2. Under ``--root`` a restart needs
+    ``--restart-command``: gpuready never restarts this machine's containerd for a node in a
+    folder."""
+    if getattr(request, "restart", False) and request.root != "/" and not request.restart_command:
+        from gpuready.errors import UsageError
+
+        raise UsageError(f"--restart under --root {request.root}: give --restart-command CMD "
+                         "(how that node's containerd is restarted) and --address with its socket "
+                         "inside the root; this machine's systemctl and socket are not the "
+                         "node's; nothing written")
     if not hasattr(request, "restart_timeout") or _restart_defaults(request):
         return  # the defaults can drive a transaction: nothing to load the transaction for
     from gpuready.errors import UsageError

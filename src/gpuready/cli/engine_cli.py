@@ -20,11 +20,15 @@ if TYPE_CHECKING:
 def docker_address(request: requests.AnyRequest):
     """The :class:`~gpuready.engines.docker.address.DockerAddress` of dockerd: ``--address`` (or
     ``--docker-address``) when given, else ``DOCKER_HOST``, else the default socket; a value
-    that is not ``unix:///PATH`` is a usage error (exit 2) naming where it came from."""
+    that is not ``unix:///PATH`` is a usage error (exit 2) naming where it came from. Under
+    ``--root`` the socket's path lies inside the root."""
+    from gpuready.cli.common import node_socket
     from gpuready.engines.docker.address import resolve
 
-    return resolve(getattr(request, "engine_address", None),
-                   flag=getattr(request, "engine_address_flag", None) or "--address")
+    flag = getattr(request, "engine_address_flag", None) or "--address"
+    found = resolve(getattr(request, "engine_address", None), flag=flag)
+    # under --root, dockerd's socket is the node's, inside the root
+    return found._replace(address=node_socket(request.root, found.address, option=flag))
 
 
 # -- configure / unconfigure -------------------------------------------------------------------

@@ -22,9 +22,38 @@ def build(kind: type[Request], values: Mapping[str, object]) -> Request:
     """A ``kind`` from the parsed ``values`` (``vars(args)``): each field from the value of the
     same name, a field the command line did not set keeps its default (an address option that
     was never given sets no ``engine_address``). A field with no value and no default is a
-    programming error, raised as such."""
+    programming error, raised as such.
+
+    Under ``--root`` every field that names a file of the node (:data:`NODE_FILES`) becomes that
+    file inside the root (:meth:`gpuready.node.Node.named`): ``--config
+    /etc/containerd/config.toml`` is the root's, never this machine's."""
     given = {name: values[name] for name in kind._fields if name in values}
-    return kind(**given)
+    request = kind(**given)
+    root = given.get("root")
+    if root in (None, "/") or kind not in NODE_FILES:
+        return request
+    from gpuready.node import Node
+
+    node = Node(root)
+    fields, as_node_paths = NODE_FILES[kind]
+    confined = {}
+    for name in fields:
+        value, option = getattr(request, name), "--" + name.replace("_", "-")
+        if isinstance(value, list):
+            confined[name] = [_named(node, item, option, as_node_paths) for item in value]
+        elif value is not None:
+            confined[name] = _named(node, value, option, as_node_paths)
+    return request._replace(**confined)
+
+
+def _named(node, value: str, option: str, as_node_path: bool) -> str:
+    """``value`` as the node's file inside its root: its host path, or with ``as_node_path``
+    its node path (for the commands that look node paths up themselves); ``-`` (standard
+    output) as given."""
+    if value == "-":
+        return value
+    host = node.named(value, option=option)
+    return str(node.node_path(host)) if as_node_path else host
 
 
 class Setup(NamedTuple):
@@ -267,3 +296,22 @@ class Verify(NamedTuple):
 Restartable = Union[Configure, Unconfigure, Migrate]
 AnyRequest = Union[Setup, Configure, Unconfigure, ShowConfig, Migrate, Check, Lint, Doctor,
                    Audit, Rules, CdiScan, CdiGenerate, CdiRefresh, Verify]
+
+
+# The fields that name a file of the node, and whether the command wants them as node paths
+# (it looks them up under the root itself) rather than host paths: under --root each names the
+# file inside the root. Options naming this run's own inputs (--restart-command, --inventory,
+# --probe-binary) are not node files; --drop-in and --toolkit-dir are node paths by their types.
+NODE_FILES: dict[type, tuple[tuple[str, ...], bool]] = {
+    Setup: (("base",), False),
+    Configure: (("config",), False),
+    Unconfigure: (("config",), False),
+    ShowConfig: (("config",), False),
+    Migrate: (("config",), False),
+    Lint: (("files",), False),
+    Doctor: (("config", "runtimeclass"), False),
+    Verify: (("config", "runtimeclass"), False),
+    CdiScan: (("paths",), True),
+    CdiGenerate: (("output",), True),
+    CdiRefresh: (("output",), True),
+}

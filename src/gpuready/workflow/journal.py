@@ -10,17 +10,19 @@ reading command reports it (the ``transaction-pending`` rule). This module is th
 and as read, below the rules; writing it is :mod:`gpuready.workflow.journal_keeper`'s.
 
 The journal holds, for every file of the change, its node path, the text it had before and the
-hashes of the texts before and after, the files' new backups, and how to restart and what to
-verify. It is data gpuready checks before it acts on it: a journal that is not valid, or that
-someone else could have written (not owned by the user running gpuready, or writable by others),
-is refused with the reason and nothing is touched, because finishing it runs its restart command.
+hashes of the texts before and after, the files' new backups, what to verify (the runtime that must
+be loaded, or gone), and the node's machine id. It holds no command and no socket: a pending
+restart is carried out only with the finishing run's own ``--restart`` options, so nothing a tree
+holds is ever run. It is data gpuready checks before it acts on it: a journal that is not valid,
+that someone else could have written (not owned by the user running gpuready, or writable by
+others), or that was written on another machine (its machine id is not the one under the root) is
+refused with the reason and nothing is touched.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -32,7 +34,11 @@ from gpuready.plan import Plan
 
 JOURNAL_SUFFIX = ".gpuready.txn.json"
 KIND = "gpuready restart transaction"
-FORMAT = 1
+# 2: no restart command nor address, and the node's machine id. A format 1 journal (which held
+# the command its finisher ran) is refused: its files are compared and it is removed by hand.
+FORMAT = 2
+MACHINE_ID = "/etc/machine-id"  # a node path: read under the root, as the node's own
+PROOF_FIELDS = ("runtime_name", "expect_runtime", "gone_runtime")
 PHASES = ("write", "restart", "roll back")
 MAX_TIMEOUT = 3600.0  # seconds: also the bound of --restart-timeout
 
@@ -67,7 +73,9 @@ class Journal(NamedTuple):
     """A transaction's intent, as written beside the config.
 
     ``restart``: the effective config changes (containerd must be restarted to read it);
-    ``options``: the fields of :class:`~gpuready.workflow.transaction.RestartOptions`.
+    ``options``: what the verdict proves (:data:`PROOF_FIELDS` of
+    :class:`~gpuready.workflow.transaction.RestartOptions`), never how to restart;
+    ``machine_id``: the node's ``/etc/machine-id`` when it was written (None: it had none).
     """
 
     config: str
@@ -77,6 +85,7 @@ class Journal(NamedTuple):
     options: dict[str, Any]
     files: tuple[Entry, ...]
     backups: tuple[str, ...]
+    machine_id: str | None = None
 
     def to_json(self, root: Path) -> str:
         """The journal's text (``node``, the root it was written under, is for people)."""
@@ -86,7 +95,7 @@ class Journal(NamedTuple):
             "options": self.options,
             "files": [{"path": e.path, "before": e.before, "before_sha256": e.before_sha256,
                        "after_sha256": e.after_sha256} for e in self.files],
-            "backups": list(self.backups),
+            "backups": list(self.backups), "machine_id": self.machine_id,
         }, indent=2) + "\n"
 
 
@@ -114,13 +123,25 @@ def intent(node: Node, config: Path, *, major: int, plans: list[Plan], backups: 
               digest(None if plan.after is None else plan.after.encode("utf-8")))
         for plan in plans if plan.changes
     )
-    fields = ("command", "address", "timeout", "probe", "runtime_name", "expect_runtime",
-              "gone_runtime", "probe_image", "probe_binary")
     return Journal(
         config=node_name(node, config), major=major, phase="write", restart=restart,
-        options={name: getattr(options, name) for name in fields}, files=files,
+        options={name: getattr(options, name) for name in PROOF_FIELDS}, files=files,
         backups=tuple(node_name(node, backup) for backup in backups),
+        machine_id=machine_id(node),
     )
+
+
+def machine_id(node: Node) -> str | None:
+    """The node's machine id (``/etc/machine-id`` under its root), None when it has none or it
+    is not one: a cluster agent with the host at ``/host`` reads the host's, so it finishes its
+    own journal after a restart of its pod."""
+    from gpuready.node import FileKind
+
+    path = node.path(MACHINE_ID)
+    if not node.is_file(path):
+        return None
+    text = (node.read_text_or_none(path, kind=FileKind.NODE_FACT) or "").strip()
+    return text if len(text) == 32 and all(c in "0123456789abcdef" for c in text) else None
 
 
 # -- reading: data checked before it is used -----------------------------------------------------
@@ -177,17 +198,24 @@ def load(node: Node, config: Path) -> Journal | None:
     if journal.config != node_name(node, config):
         raise InputError(path, f"the transaction journal is for {journal.config}, not "
                          f"{node_name(node, config)}; refused, nothing touched")
+    here = machine_id(node)
+    if journal.machine_id != here:
+        raise InputError(path, f"the transaction journal was written on another machine "
+                         f"(machine id {journal.machine_id or 'none'}, this node's is "
+                         f"{here or 'none'}): refused, nothing touched; compare the files it "
+                         "lists, then remove it")
     return journal
 
 
 def _require_trusted(node: Node, path: Path) -> None:
-    """Refuse a journal another user could have written: finishing it runs its command."""
+    """Refuse a journal another user could have written: finishing it puts its texts back into
+    the node's files."""
     found = node.lstat(path)
     if found is None or not _is_regular(found):
         raise InputError(path, "the transaction journal is not a regular file; refused")
     if found.st_uid != os.geteuid() or found.st_mode & 0o022:
         raise InputError(path, "the transaction journal is not owned by this user, or others "
-                         "may write it: gpuready does not run what it says; refused")
+                         "may write it: gpuready does not act on it; refused")
 
 
 def _is_regular(found: os.stat_result) -> bool:
@@ -199,7 +227,9 @@ def _is_regular(found: os.stat_result) -> bool:
 def _parse(data: Any) -> Journal:
     """The journal in ``data``; :class:`ValueError` (or ``KeyError``/``TypeError``) says why not."""
     _expect(isinstance(data, dict), "not an object")
-    _expect(data.get("kind") == KIND and data.get("format") == FORMAT, "unknown kind or format")
+    _expect(data.get("kind") == KIND, "unknown kind")
+    _expect(data.get("format") == FORMAT, f"format {data.get('format')!r}, not {FORMAT}: "
+            "written by another gpuready release")
     _expect(data["phase"] in PHASES, f"phase {data['phase']!r}")
     _expect(_is_int(data["major"]) and data["major"] in (1, 2), "major")
     _expect(isinstance(data["restart"], bool), "restart")
@@ -212,9 +242,11 @@ def _parse(data: Any) -> Journal:
                 f"backup {backup} is not the backup of a file of the change")
     config = _node_path(data["config"], "config")
     _expect(config in names or not files, "config is not a file of the change")
+    found_id = data.get("machine_id")
+    _expect(found_id is None or isinstance(found_id, str), "machine_id")
     return Journal(config=config, major=data["major"], phase=data["phase"],
                    restart=data["restart"], options=_options(data["options"]),
-                   files=files, backups=backups)
+                   files=files, backups=backups, machine_id=found_id)
 
 
 def _entry(item: Any) -> Entry:
@@ -229,22 +261,14 @@ def _entry(item: Any) -> Entry:
 
 
 def _options(item: Any) -> dict[str, Any]:
+    """What the journal says to prove; anything else in it (a command, a socket) is refused."""
     _expect(isinstance(item, dict), "options")
-    timeout = item["timeout"]
-    _expect(isinstance(timeout, (int, float)) and not isinstance(timeout, bool)
-            and math.isfinite(timeout) and 0 < timeout <= MAX_TIMEOUT, "options.timeout")
-    _expect(isinstance(item["address"], str) and bool(item["address"]), "options.address")
-    _expect(isinstance(item["probe"], bool), "options.probe")
+    _expect(set(item) == set(PROOF_FIELDS), f"options hold {sorted(item)}, not only "
+            f"{list(PROOF_FIELDS)}")
     _expect(isinstance(item["runtime_name"], str), "options.runtime_name")
-    for name in ("command", "expect_runtime", "gone_runtime"):
+    for name in ("expect_runtime", "gone_runtime"):
         _expect(item[name] is None or isinstance(item[name], str), f"options.{name}")
-    # a journal of an earlier release has no probe image: the pause image of the node
-    _expect(item.get("probe_image", "node") in ("node", "build"), "options.probe_image")
-    _expect(isinstance(item.get("probe_binary", "/bin/busybox"), str), "options.probe_binary")
-    return {**{name: item[name] for name in ("command", "address", "timeout", "probe",
-                                             "runtime_name", "expect_runtime", "gone_runtime")},
-            "probe_image": item.get("probe_image", "node"),
-            "probe_binary": item.get("probe_binary", "/bin/busybox")}
+    return dict(item)
 
 
 def _node_path(value: Any, what: str) -> str:

@@ -16,10 +16,12 @@ The steps, each one a line of the report:
    CRI, and say so; the exit code is 1.
 
 From the write to the verdict a journal lies beside the config (:mod:`gpuready.workflow.journal`):
-a run killed in between is finished by the next writing command (:func:`finish_pending`).
+a run killed in between is finished by the next writing command (:func:`finish_pending`), which
+restarts containerd only with its own ``--restart`` options: the journal holds no command.
 
 Everything the transaction does to the node goes through a host (:class:`LocalHost`: this
-machine, as the command line runs it). Another host can drive the same steps on a node from
+machine, as the command line runs it; :class:`TreeHost`: a node under ``--root``, where nothing of
+this machine's containerd is run or asked). Another host can drive the same steps on a node from
 elsewhere (the Ansible collection does it from its controller).
 """
 
@@ -203,6 +205,11 @@ class LocalHost:
     """The node is this machine (the command line): gpuready's safe writer, processes, and the
     CRI over its socket."""
 
+    @staticmethod
+    def for_node(node: NodeConfig) -> LocalHost:
+        """The host of ``node``: this machine for the root ``/``, else :class:`TreeHost`."""
+        return LocalHost() if node.node.is_host else TreeHost(node.line)
+
     def locked(self, node: NodeConfig, paths: list[Path]) -> AbstractContextManager:
         """:func:`gpuready.changeset.locked_all`."""
         return locked_all(paths, node=node.node)
@@ -237,6 +244,30 @@ class LocalHost:
         from gpuready.cri.client import CriClient
 
         return CriClient(address, timeout=timeout)
+
+
+class TreeHost(LocalHost):
+    """A node in a folder (``--root``): written by gpuready's writer, restarted only by the
+    operator's own ``--restart-command``, verified at a socket inside the root. This machine's
+    containerd is neither run nor asked: the release is the node line's (``--containerd-version``
+    or the root's package database) and the pre-flight is the model's, not a ``config dump``."""
+
+    def __init__(self, line) -> None:
+        self._line = line
+
+    def release(self) -> tuple[int, int] | None:
+        """The release the node line names (None: only a config version spoke)."""
+        return None if self._line is None else self._line.release
+
+    def dump(self, node: NodeConfig, candidates: dict[Path, str | None], *,
+             options: RestartOptions) -> dict:
+        """What the model loads from the node's files with ``candidates`` in place, in the
+        shape of a ``config dump``."""
+        from gpuready.containerd.lines import node_line
+        from gpuready.containerd.model import load_node
+
+        line = self._line or node_line(root=node.root, flag=None, config_version=node.major + 1)
+        return load_node(node.config, node=node.node, line=line, overrides=candidates).data
 
 
 def run_bounded(command: str, *, timeout: float) -> tuple[int, str] | None:
@@ -289,7 +320,7 @@ def run_transaction(
         raise UsageError(problem)
     keeper = Keeper(node.node, node.config,
                     enabled=host is None if journaled is None else journaled)
-    host = host or LocalHost()
+    host = host or LocalHost.for_node(node)
     paths = [p.path for p in plan()]
     with host.locked(node, paths):
         plans = plan()
@@ -562,7 +593,8 @@ def finish_pending(
     failure). Some of them not written (killed while writing): put back what was written; a
     restart only when containerd may have read the change. A file that holds neither text is
     someone else's edit: nothing is touched. ``override``: this command's own ``--restart``
-    options, used instead of the journal's for how to restart and where the CRI answers.
+    options, the only way a pending restart is carried out (the journal names none); without
+    them a transaction that needs a restart is left as it is, and the verdict says so.
     """
     from gpuready.node import Node
 
@@ -571,7 +603,7 @@ def finish_pending(
     if found is None:
         return None
     node = NodeConfig(view.path(found.config), view.root, major=found.major)
-    host = host or LocalHost()
+    host = host or LocalHost.for_node(node)
     paths = [config, *(view.path(entry.path) for entry in found.files)]
     with host.locked(node, paths):
         found = txn.load(view, config)  # again under the lock: a live run may just have ended
@@ -585,20 +617,22 @@ def finish_pending(
     return Finished(txn.journal_path(config), outcome, verdict, detail)
 
 
-def _pending_options(found: txn.Journal, override: RestartOptions | None) -> RestartOptions:
-    """The journal's options; how to restart from this command's own ``--restart``, if given."""
-    options = RestartOptions(**found.options)
+def _pending_options(found: txn.Journal,
+                     override: RestartOptions | None) -> RestartOptions | None:
+    """This command's own ``--restart`` options, proving what the journal says to prove; None
+    without them (no restart is carried out)."""
     if override is None:
-        return options
+        return None
+    return override._replace(**{name: found.options[name] for name in txn.PROOF_FIELDS})
 
-    return options._replace(command=override.command, address=override.address,
-                            timeout=override.timeout, probe=override.probe,
-                            probe_image=override.probe_image,
-                            probe_binary=override.probe_binary)
+
+RESTART_PENDING = ("restart pending: containerd must be restarted to finish it, and gpuready "
+                   "restarts only with this run's own options; run the command again with "
+                   "--restart (and --restart-command on a node under --root)")
 
 
 def _settle(
-    node: NodeConfig, found: txn.Journal, options: RestartOptions, outcome: Outcome, *,
+    node: NodeConfig, found: txn.Journal, options: RestartOptions | None, outcome: Outcome, *,
     keeper: Keeper, host: Host,
 ) -> tuple[str, str]:
     """Finish or roll back the journal's transaction; the verdict and what it means."""
@@ -622,6 +656,11 @@ def _settle(
         keeper.clear()
         return "rolled back", ("every file is as it was before it; containerd was not "
                                "restarted" if written else "the killed run had written nothing")
+    needs_restart = found.phase == "roll back" or len(written) < len(found.files) or found.restart
+    if needs_restart and options is None:
+        outcome.add("restart", False, RESTART_PENDING)
+        return "not finished", ("nothing touched; its files stay as the killed run left them "
+                                f"(journal {keeper.config.name}{txn.JOURNAL_SUFFIX})")
     if found.phase == "roll back" or len(written) < len(found.files):
         # containerd may have read the change: put back what is left and restart on the originals
         keeper.advance("roll back")
