@@ -208,3 +208,69 @@ def test_crio_keeps_its_backup_and_record_out_of_the_folder_it_reads_whole(tmp_p
     assert run_cli("unconfigure", "--engine", "crio", "--root", str(tmp_path)).code == 0
     assert (folder / "99-nvidia.toml").read_text() == '[crio.runtime]\nlog_level = "info"\n'
     assert not any(p.is_file() for p in folder.parent.iterdir())
+
+
+# -- issue 28: unconfigure --runtime-name X takes back X alone ---------------------------------
+
+OPERATOR_DAEMON = '{\n  "debug": true\n}\n'
+
+
+def _engine_with_two(root: Path, engine: str) -> Path:
+    """A node where gpuready registered ``alpha`` and then ``beta`` with ``engine``."""
+    if engine == "docker":
+        path = daemon_json(root, OPERATOR_DAEMON)
+    else:
+        (root / "etc" / "crio" / "crio.conf.d").mkdir(parents=True)
+        (root / "etc" / "crio" / "crio.conf").write_text(MAIN)
+        path = dropin(root)
+    for name in ("alpha", "beta"):
+        result = run_cli("configure", "--engine", engine, "--root", str(root),
+                         "--runtime-name", name)
+        assert result.code == 0, result.err
+    return path
+
+
+def _engine_runtimes(path: Path, engine: str) -> set[str]:
+    if engine == "docker":
+        return set(json.loads(path.read_text())["runtimes"])
+    from gpuready.compat import tomllib
+
+    return set(tomllib.loads(path.read_text())["crio"]["runtime"]["runtimes"])
+
+
+@pytest.mark.parametrize("engine", ["docker", "crio"])
+def test_unconfigure_runtime_name_removes_that_runtime_alone(tmp_path: Path, engine: str) -> None:
+    path = _engine_with_two(tmp_path, engine)
+    result = run_cli("unconfigure", "--engine", engine, "--root", str(tmp_path),
+                     "--runtime-name", "beta")
+    assert result.code == 0, result.err
+    assert "remove runtime beta" in result.out
+    assert _engine_runtimes(path, engine) == {"alpha"}
+    from gpuready.containerd.record import record_path
+
+    record = json.loads(record_path(path).read_text())
+    assert [s["name"] for s in record["settings"]] == ["alpha"]
+    # the last one taken back leaves the node as it was, gpuready's own files gone
+    result = run_cli("unconfigure", "--engine", engine, "--root", str(tmp_path),
+                     "--runtime-name", "alpha")
+    assert result.code == 0, result.err
+    if engine == "docker":
+        assert path.read_text() == OPERATOR_DAEMON
+    else:
+        assert not path.exists()
+    assert own_files(path) == []
+
+
+@pytest.mark.parametrize("engine", ["docker", "crio"])
+def test_unconfigure_runtime_name_gpuready_never_added_is_refused(tmp_path: Path,
+                                                                  engine: str) -> None:
+    path = _engine_with_two(tmp_path, engine)
+    before = {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    result = run_cli("unconfigure", "--engine", engine, "--root", str(tmp_path),
+                     "--runtime-name", "gamma")
+    assert result.code == 2, result.out + result.err
+    [line] = result.err.strip().splitlines()
+    assert "never added runtime 'gamma'" in line and "it records alpha, beta" in line
+    assert line.endswith("nothing written")
+    assert before == {p: p.read_bytes() for p in sorted(tmp_path.rglob("*")) if p.is_file()}
+    assert _engine_runtimes(path, engine) == {"alpha", "beta"}

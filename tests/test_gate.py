@@ -8,6 +8,7 @@ recordings in tests/test_model_lines.py).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,70 @@ def test_docker_a_runtime_of_another_program_is_not_taken_over(tmp_path):
     daemon.write_text(
         '{"runtimes": {"nvidia": {"path": "/usr/local/bin/nvidia-container-runtime"}}}\n')
     assert run_cli("configure", "--engine", "docker", "--root", str(tmp_path)).code == 0
+
+
+# -- issue 28: a default that names a runtime gpuready would create ----------------------------
+
+NAMED_DEFAULT = {
+    "docker": ("etc/docker/daemon.json", '{\n  "default-runtime": "nvidia"\n}\n'),
+    "crio": ("etc/crio/crio.conf", '[crio.runtime]\ndefault_runtime = "nvidia"\n'),
+}
+
+
+def _named_default_node(root: Path, engine: str) -> Path:
+    """A node whose engine names ``nvidia`` its default runtime while no runtime has that name."""
+    relative, text = NAMED_DEFAULT[engine]
+    path = root / relative
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    (root / "etc/crio/crio.conf.d").mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.mark.parametrize("engine", ["docker", "crio"])
+def test_a_runtime_created_under_the_default_runtimes_name_needs_the_confirmation(tmp_path,
+                                                                                  engine):
+    """Creating ``nvidia`` where the default already names it makes every container run
+    through it: refused like containerd refuses it, dry run and real run alike."""
+    _named_default_node(tmp_path, engine)
+    before = _snapshot(tmp_path)
+    for dry in (["--dry-run"], []):
+        result = run_cli("configure", "--engine", engine, "--root", str(tmp_path), *dry)
+        _refused(result, tmp_path, before, "the default runtime 'nvidia' names no runtime yet",
+                 "--confirm-every-pod-uses-it")
+
+
+@pytest.mark.parametrize("engine", ["docker", "crio"])
+def test_the_confirmation_creates_the_default_runtime(tmp_path, engine):
+    _named_default_node(tmp_path, engine)
+    result = run_cli("configure", "--engine", engine, "--root", str(tmp_path),
+                     "--confirm-every-pod-uses-it")
+    assert result.code == 0, result.err
+    if engine == "docker":
+        data = json.loads((tmp_path / "etc/docker/daemon.json").read_text())
+        assert data["default-runtime"] == "nvidia" and "nvidia" in data["runtimes"]
+    else:
+        dropin = tmp_path / "etc/crio/crio.conf.d/99-nvidia.toml"
+        assert dropin.read_text() == ('[crio.runtime.runtimes.nvidia]\nruntime_path = '
+                                      '"/usr/bin/nvidia-container-runtime"\nruntime_type = "oci"\n')
+
+
+def test_docker_another_runtime_name_goes_through_without_the_confirmation(tmp_path):
+    daemon = _named_default_node(tmp_path, "docker")
+    result = run_cli("configure", "--engine", "docker", "--root", str(tmp_path),
+                     "--runtime-name", "nvidia-gpu")
+    assert result.code == 0, result.err
+    assert set(json.loads(daemon.read_text())["runtimes"]) == {"nvidia-gpu"}
+
+
+def test_setup_docker_refuses_the_default_runtimes_name_too(tmp_path):
+    """``setup --engine docker`` meets the same gate, dry run and real run, and nothing of its
+    eight steps is written; confirmed, it goes through."""
+    daemon = _named_default_node(tmp_path, "docker")
+    before = _snapshot(tmp_path)
+    for dry in (["--dry-run"], []):
+        result = run_cli("setup", "--engine", "docker", "--root", str(tmp_path), *dry)
+        _refused(result, tmp_path, before, "the default runtime 'nvidia' names no runtime yet")
+    result = run_cli("setup", "--engine", "docker", "--root", str(tmp_path),
+                     "--confirm-every-pod-uses-it")
+    assert "nvidia" in json.loads(daemon.read_text())["runtimes"], result.out + result.err

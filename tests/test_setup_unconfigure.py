@@ -166,3 +166,101 @@ def test_a_dry_run_writes_no_record(fresh_node: Path) -> None:
     assert not (fresh_node / RECORD).exists()
     result = run_cli("unconfigure", "--root", str(fresh_node))  # no config, no record: bad input
     assert result.code == 2 and "no such file: without it containerd runs" in result.err
+
+
+# -- issue 28: unconfigure --runtime-name X takes back X alone --------------------------------
+
+TWO_RUNTIMES_BASE = """\
+version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+  default_runtime_name = "runc"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+"""
+LINE = ("--containerd-version", "1.7")
+
+
+def _two_runtimes(root: Path, *args: str) -> Path:
+    """A node where gpuready registered ``alpha`` (with CDI) and then ``beta``."""
+    config = root / CONFIG
+    config.parent.mkdir(parents=True)
+    config.write_text(TWO_RUNTIMES_BASE)
+    for name, extra in (("alpha", ("--enable-cdi",)), ("beta", ())):
+        result = run_cli("configure", "--root", str(root), "--runtime-name", name, *LINE,
+                         *extra, *args)
+        assert result.code == 0, result.err
+    return config
+
+
+def _runtimes(config: Path) -> set[str]:
+    from gpuready.compat import tomllib
+
+    data = tomllib.loads(config.read_text())
+    return set(data["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"])
+
+
+def test_unconfigure_runtime_name_removes_that_runtime_alone(tmp_path: Path) -> None:
+    config = _two_runtimes(tmp_path)
+    with_both = config.read_text()
+    result = run_cli("unconfigure", "--root", str(tmp_path), "--runtime-name", "beta", *LINE)
+    assert result.code == 0, result.err
+    assert "remove runtime beta" in result.out
+    assert _runtimes(config) == {"runc", "alpha"}
+    # exactly beta's table went: every other byte, alpha's and CDI's included, stays (but the
+    # blank line the file ended with)
+    cri = '[plugins."io.containerd.grpc.v1.cri"]'
+    beta = with_both[with_both.index(f"{cri[:-1]}.containerd.runtimes.beta]"):
+                     with_both.index(f"{cri}\n")]
+    assert config.read_text() == with_both.replace(beta, "").rstrip("\n") + "\n"
+    record = json.loads((tmp_path / RECORD).read_text())
+    assert [s.get("name") for s in record["settings"] if s["kind"] == "runtime"] == ["alpha"]
+    assert {s["kind"] for s in record["settings"]} == {"runtime", "enable_cdi", "cdi_spec_dirs"}
+    # taking back the last one gives the original back, byte for byte, and nothing of gpuready's
+    result = run_cli("unconfigure", "--root", str(tmp_path), "--runtime-name", "alpha", *LINE)
+    assert result.code == 0, result.err
+    assert config.read_text() == TWO_RUNTIMES_BASE
+    assert sorted(p.name for p in config.parent.iterdir()) == ["config.toml"]
+
+
+def test_unconfigure_runtime_name_gpuready_never_added_is_refused(tmp_path: Path) -> None:
+    config = _two_runtimes(tmp_path)
+    before = _files(tmp_path)
+    result = run_cli("unconfigure", "--root", str(tmp_path), "--runtime-name", "runc", *LINE)
+    assert result.code == 2, result.out + result.err
+    [line] = result.err.strip().splitlines()
+    assert str(tmp_path / RECORD) in line and "never added runtime 'runc'" in line
+    assert "it records alpha, beta" in line and line.endswith("nothing written")
+    assert _files(tmp_path) == before and _runtimes(config) == {"runc", "alpha", "beta"}
+
+
+def test_unconfigure_runtime_name_keeps_an_edit_of_the_operator(tmp_path: Path) -> None:
+    """A file edited since gpuready wrote it loses beta's table only; the edit survives the
+    later unconfigure of everything (it is never taken for gpuready's own text)."""
+    config = _two_runtimes(tmp_path)
+    config.write_text(config.read_text() + "# the operator's own line\n")
+    assert run_cli("unconfigure", "--root", str(tmp_path), "--runtime-name", "beta",
+                   *LINE).code == 0
+    assert _runtimes(config) == {"runc", "alpha"}
+    result = run_cli("unconfigure", "--root", str(tmp_path), *LINE)
+    assert result.code == 0, result.err
+    assert _runtimes(config) == {"runc"}
+    assert "# the operator's own line" in config.read_text()
+
+
+def test_unconfigure_runtime_name_takes_its_drop_in_and_imports_entry(tmp_path: Path) -> None:
+    config = tmp_path / CONFIG
+    config.parent.mkdir(parents=True)
+    config.write_text(TWO_RUNTIMES_BASE)
+    line = ("--containerd-version", "2.1")
+    for name in ("alpha", "beta"):
+        assert run_cli("configure", "--root", str(tmp_path), "--runtime-name", name, *line,
+                       "--drop-in", f"/etc/containerd/conf.d/{name}.toml").code == 0
+    result = run_cli("unconfigure", "--root", str(tmp_path), "--runtime-name", "alpha", *line)
+    assert result.code == 0, result.err
+    assert sorted(p.name for p in (config.parent / "conf.d").iterdir()) == ["beta.toml"]
+    assert config.read_text() == TWO_RUNTIMES_BASE.replace(
+        "version = 2\n", 'version = 2\nimports = ["/etc/containerd/conf.d/beta.toml"]\n\n')
+    result = run_cli("unconfigure", "--root", str(tmp_path), *line)
+    assert result.code == 0, result.err
+    assert config.read_text() == TWO_RUNTIMES_BASE
+    assert sorted(p.name for p in config.parent.iterdir()) == ["config.toml"]

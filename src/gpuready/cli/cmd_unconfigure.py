@@ -18,6 +18,11 @@ The files setup wrote (a config it created from a base, the CDI spec, runtimecla
 toolkit files) are removed, or get their original back, while they still hold what gpuready
 wrote; one edited since is left as it is, and the output says so.
 
+With --runtime-name NAME only that runtime goes (its table, and a default_runtime_name gpuready
+set to it; a drop-in that held only it, with its imports entry), and only its part of the
+record; what gpuready added for the other runtimes stays. A name the record does not hold is
+refused (exit 2), naming the runtimes it does hold.
+
 When a file is unchanged since gpuready wrote it, its original comes back byte for byte (a drop-in
 gpuready created is removed, and the folders it created for it, such as conf.d/, once empty).
 When the operator edited it meanwhile, only gpuready's own parts go, and a setting changed since
@@ -54,7 +59,7 @@ def register(subparsers) -> None:
 
     common.add_root_and_config(parser)
     common.add_distribution(parser)
-    common.add_runtime_name(parser)
+    common.add_runtime_to_remove(parser)
     add_engine(parser)
     add_docker_address(parser)
     parser.add_argument(
@@ -102,17 +107,18 @@ def run(request: requests.Unconfigure) -> int:
         from gpuready.node import FileKind
 
         raise MissingFileError(node.config, node.node.missing_reason(node.config, FileKind.CONFIG))
+    runtime = request.runtime_name
     if request.restart:
         runtimes = [s["name"] for s in (record or {}).get("settings", []) if s["kind"] == "runtime"]
         return unconfigure_units(request, daytwo.transact(
-            request, node, lambda: plan_unconfigure_node(node),
-            expect_runtime=None, gone_runtime=runtimes[0] if runtimes else None,
+            request, node, lambda: plan_unconfigure_node(node, runtime=runtime),
+            expect_runtime=None, gone_runtime=runtime or (runtimes[0] if runtimes else None),
         ))
     from pathlib import Path
 
     paths = [node.config] + [Path(name) for name in (record or {}).get("files", {})]
     with locked_all(paths, node=node.node):
-        plans = plan_unconfigure_node(node)
+        plans = plan_unconfigure_node(node, runtime=runtime)
         if request.dry_run:
             check(plans)  # the never-break gate's verdict, as a real run would meet it
         written = [] if request.dry_run else write(plans, node=node)
@@ -180,11 +186,12 @@ def unconfigure_owned(request: requests.Unconfigure, detection, targets) -> int:
     for path in targets:
         if is_owner_input(path, owner, node):
             config = NodeConfig(path, node.root, major=1)  # not read by containerd as it is
-            planner = partial(plan_unconfigure, path, node=node, remove=remover_for(owner))
+            planner = partial(plan_unconfigure, path, node=node, remove=remover_for(owner),
+                              runtime=request.runtime_name)
         else:
             config = daytwo.node_config(request._replace(config=str(path)))
             daytwo.finish_pending(request, path)
-            planner = partial(plan_unconfigure_node, config)
+            planner = partial(plan_unconfigure_node, config, runtime=request.runtime_name)
         record = load_record(path, node=node) or {}
         with locked_all([path, *(Path(name) for name in record.get("files", {}))], node=node):
             planned = planner()

@@ -129,6 +129,19 @@ def add_runtime_name(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_runtime_to_remove(parser: argparse.ArgumentParser) -> None:
+    """``--runtime-name`` of ``unconfigure``: the one runtime to take back (default: every
+    runtime gpuready's record names)."""
+    parser.add_argument(
+        "--runtime-name",
+        default=None,
+        type=runtime_name,
+        metavar="NAME",
+        help="take back only this runtime, one gpuready registered (default: everything "
+        "gpuready's record names); a name it never registered is refused (exit 2)",
+    )
+
+
 def add_binary(parser: argparse.ArgumentParser) -> None:
     """``--binary``: the NVIDIA runtime executable that containerd's runc shim calls."""
     parser.add_argument(

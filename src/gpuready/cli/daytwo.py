@@ -146,7 +146,7 @@ def restart_options(request: requests.Restartable, *, expect_runtime: str | None
         probe=request.probe,
         probe_image=request.probe_image,
         probe_binary=request.probe_binary,
-        runtime_name=getattr(request, "runtime_name", "nvidia"),
+        runtime_name=getattr(request, "runtime_name", None) or "nvidia",
         expect_runtime=expect_runtime,
         gone_runtime=gone_runtime,
     )

@@ -92,24 +92,34 @@ def unconfigure(request: requests.Unconfigure, name: str) -> int:
     """``unconfigure``: remove the runtime gpuready registered."""
     from gpuready.containerd.gate import Intent
     from gpuready.engines import get
+    from gpuready.engines.base import recorded_engine_runtimes
+    from gpuready.node import Node
 
     engine = get(name)
 
+    def remover(path, runtime, node):
+        [removal] = engine.plan_remove_runtime(path, runtime, node=node)
+        return removal
+
     def planner(path, node):
+        from gpuready.containerd.record import is_record
         from gpuready.engines.base import plan_engine_unconfigure
 
-        [removal] = engine.plan_remove_runtime(path, request.runtime_name, node=node)
-        plans = plan_engine_unconfigure(path, removal, request.runtime_name, node=node)
-        if name == "docker":
+        plans = plan_engine_unconfigure(path, remover, request.runtime_name, node=node)
+        record_goes = any(is_record(plan) and plan.after is None for plan in plans)
+        if name == "docker" and record_goes:  # a runtime taken back alone keeps the backup
             from gpuready.engines.docker.engine import plan_leftovers
 
             plans = plan_leftovers(path, plans, node=node)
         return plans
 
-    intent = Intent(removes=frozenset({request.runtime_name}))
     if name == "docker":
         _require_daemon_json(request, engine)
-    return _apply(request, engine, planner, [], intent=intent)
+    node = Node(request.root)
+    path = Path(request.config) if request.config else engine.config_path(node)
+    removes = ({request.runtime_name} if request.runtime_name
+               else set(recorded_engine_runtimes(path, node=node)))
+    return _apply(request, engine, planner, [], intent=Intent(removes=frozenset(removes)))
 
 
 def _require_daemon_json(request: requests.AnyRequest, engine) -> None:
@@ -165,16 +175,15 @@ def _apply(request, engine, planner, notes: list[str], *, intent, check=None) ->
 
 def _write(plans, node) -> tuple[list, list[Path]]:
     """Write (or remove) the config's plan and gpuready's own files under the held lock, all
-    or nothing: the record first when it is written, last when it is removed (a run killed in
-    between leaves a record the next run completes from). Returns the plans written and the
-    backups the write created (what :func:`gpuready.changeset.put_back` takes back)."""
+    or nothing: the record first when it grows, last when it is removed or shrinks (a run
+    killed in between leaves a record the next run completes from). Returns the plans written
+    and the backups the write created (what :func:`gpuready.changeset.put_back` takes back)."""
     from gpuready.changeset import apply_all, new_backups
     from gpuready.containerd.record import RECORD_SUFFIX
+    from gpuready.workflow.daytwo import journal_order
 
     own = [p.path for p in plans if p.path.name.endswith(RECORD_SUFFIX)]
-    ordered = [*(p for p in plans if p.path in own and p.after is not None),
-               *(p for p in plans if p.path not in own),
-               *(p for p in plans if p.path in own and p.after is None)]
+    ordered = journal_order(plans)
     backups = new_backups([p for p in ordered if p.path not in own], node=node)
     return apply_all(ordered, node=node, own=own), backups
 

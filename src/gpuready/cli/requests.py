@@ -113,7 +113,7 @@ class Unconfigure(NamedTuple):
     root: str
     config: str | None
     distribution: str
-    runtime_name: str
+    runtime_name: str | None  # None: every runtime the record names
     engine: str | None
     docker_address: str | None
     reload: bool

@@ -275,8 +275,9 @@ def _disagreement(model: Loaded, dumped: Loaded) -> list[str]:
 class EngineGuard(NamedTuple):
     """The same gate for Docker's ``daemon.json`` and CRI-O's drop-in, judged on the engine's
     own reading of its files (``engine.runtimes`` and ``engine.default_runtime``, which merge
-    what the engine merges): no runtime lost, the default runtime kept as it runs, unless
-    ``intent`` says so."""
+    what the engine merges): no runtime lost, the default runtime kept as it runs, and no
+    runtime created under the name the default runtime gives (one that names no runtime yet),
+    unless ``intent`` says so."""
 
     engine: Any
     path: Path
@@ -315,6 +316,12 @@ def _engine_reasons(runtimes: Mapping[str, Any], default: str | None,
         reasons.append(f"the default runtime would change from {default!r} to "
                        f"{after_default!r}: every container would run through it (pass "
                        f"{CONFIRM_FLAG} if that is meant)")
+    elif default is not None and default not in runtimes and default in after:
+        # the files name a default that is no runtime of theirs yet: creating a runtime under
+        # that name makes it the one every container runs through, as containerd's gate says
+        reasons.append(f"the default runtime {default!r} names no runtime yet, and this change "
+                       f"would create it: every container would run through it (pass "
+                       f"{CONFIRM_FLAG} if that is meant, or choose another --runtime-name)")
     elif default in runtimes and runtimes.get(default) != after.get(default):
         reasons.append(f"how the default runtime {default!r} runs would change: every "
                        f"container would be affected (pass {CONFIRM_FLAG} if that is meant)")

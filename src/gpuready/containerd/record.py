@@ -339,7 +339,16 @@ def record_changes(
                 continue  # a file gpuready created is its own; the runtime is what it is for
             if (key, setting["kind"], setting.get("name")) not in known:
                 record["settings"].append({"file": key, **setting})
+            elif setting["kind"] == "imports":
+                _add_imports(record["settings"], key, setting["entries"])
     return record
+
+
+def _add_imports(settings: list[dict[str, Any]], key: str, entries: list[str]) -> None:
+    """Add ``entries`` to the ``imports`` setting already recorded for the file ``key`` (a
+    second drop-in imported by the same file): each entry gpuready added is taken back."""
+    recorded = next(s for s in settings if s["file"] == key and s["kind"] == "imports")
+    recorded["entries"] += [entry for entry in entries if entry not in recorded["entries"]]
 
 
 def settings_added(plan: Plan, *, runtime_name: str) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ nothing to do: gpuready never guesses what it added.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -38,7 +39,7 @@ from gpuready.containerd.edit import (
     set_value,
 )
 from gpuready.containerd.layout import scan
-from gpuready.containerd.record import load_record, record_path, sha256
+from gpuready.containerd.record import load_record, record_path, render_record, sha256
 from gpuready.containerd.versions import KeyPath, render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.fsio import backup_path
@@ -50,15 +51,23 @@ from gpuready.plan import Plan
 Remover = Callable[[Path, str, "list[Mapping]"], str]
 
 
-def plan_unconfigure(main: Path, *, node: Node, remove: Remover | None = None) -> list[Plan]:
+def plan_unconfigure(main: Path, *, node: Node, remove: Remover | None = None,
+                     runtime: str | None = None) -> list[Plan]:
     """One plan per file gpuready changed, then the backups and the record to remove.
 
     An empty list when gpuready recorded nothing for ``main``. ``remove`` takes the recorded
     settings out of a file edited since gpuready wrote it (default :func:`remove_settings`).
+    ``runtime`` (``--runtime-name``): take back only that runtime (see
+    :func:`plan_unconfigure_runtime`); None: everything recorded.
     """
     record = load_record(main, node=node)
     if record is None:
         return []
+    if runtime is not None:
+        names = recorded_runtimes(record)
+        require_recorded(runtime, names, where=record_path(main))
+        if names != [runtime]:  # the last recorded runtime goes with everything else
+            return plan_unconfigure_runtime(main, record, runtime, node=node, remove=remove)
     plans: list[Plan] = []
     named: set[str] = set()  # each folder is named once, with the first file it holds
     for name, entry in record["files"].items():
@@ -70,6 +79,127 @@ def plan_unconfigure(main: Path, *, node: Node, remove: Remover | None = None) -
     before = node.read_text(record_file, kind=FileKind.NODE_FACT)
     plans.append(Plan(record_file, before, None, "remove gpuready's record"))
     return plans
+
+
+class NotRecordedError(InputError):
+    """``unconfigure --runtime-name X`` where gpuready's record names no runtime X."""
+
+
+def recorded_runtimes(record: Mapping[str, Any]) -> list[str]:
+    """The runtimes a (loaded) record says gpuready registered, in the order it did."""
+    names = [s["name"] for s in record["settings"] if s["kind"] == "runtime"]
+    return list(dict.fromkeys(names))
+
+
+def require_recorded(runtime: str, names: list[str], *, where: Path) -> None:
+    """Refuse (exit 2) to take back ``runtime`` when the record at ``where`` does not name it:
+    gpuready removes only what it added, and says what it did add."""
+    if runtime in names:
+        return
+    which = (f"--runtime-name {names[0]}" if len(names) == 1
+             else "--runtime-name and one of them")
+    recorded = (f"it records {', '.join(names)} (run again with {which}, or without "
+                "--runtime-name to take back everything gpuready added)" if names
+                else "it records no runtime")
+    raise NotRecordedError(where, f"gpuready never added runtime {runtime!r} here: {recorded}; "
+                           "nothing written")
+
+
+def owned_by(setting: Mapping[str, Any], runtime: str) -> bool:
+    """True for a recorded setting that belongs to ``runtime`` alone: its runtime table, and a
+    ``default_runtime_name`` gpuready set to it (the other settings, such as ``enable_cdi``, an
+    ``imports`` entry or the tables above the runtimes, serve every runtime recorded)."""
+    if setting["kind"] == "runtime":
+        return setting.get("name") == runtime
+    return setting["kind"] == "default_runtime_name" and setting.get("value") == runtime
+
+
+def plan_unconfigure_runtime(main: Path, record: Mapping[str, Any], runtime: str, *, node: Node,
+                             remove: Remover | None = None) -> list[Plan]:
+    """Take back ``runtime`` alone, while the record names other runtimes too: its settings go
+    from each file that holds them (a drop-in that held only it goes whole, with its ``imports``
+    entry), every other setting stays, and the record is rewritten without its part (the
+    files' ``written`` hashes updated, so a later ``unconfigure`` still restores their
+    originals byte for byte). The record comes last: it is written after the files."""
+    kept = json.loads(json.dumps(record))
+    gone = [name for name, entry in record["files"].items()
+            if entry.get("drop_in") and _only_runtime(record, name, runtime)]
+    undo = {name: [s for s in record["settings"] if s["file"] == name and owned_by(s, runtime)]
+            for name in record["files"] if name not in gone}
+    undo = {name: settings for name, settings in undo.items() if settings}
+    plans: list[Plan] = []
+    for name in gone:
+        plans += plan_file(Path(name), record["files"][name],
+                           [s for s in record["settings"] if s["file"] == name],
+                           node=node, remove=remove)
+        _forget_file(kept, name, node=node)
+    for name in record["files"]:
+        if name in gone:
+            continue
+        imports = _imports_of(record, name, [node.node_path(n) for n in gone])
+        settings = undo.get(name, []) + imports
+        if not settings:
+            continue
+        current = node.read_text_or_none(Path(name), kind=FileKind.CONFIG)
+        if current is None:
+            continue
+        after = (remove or remove_settings)(Path(name), current, settings)
+        summary = (f"remove runtime {runtime} (what gpuready added for the other runtimes "
+                   "stays)" if undo.get(name) else f"remove the imports entry of {runtime}'s "
+                   "drop-in")
+        plans.append(Plan(Path(name), current, after, summary))
+        if sha256(current) == record["files"][name]["written"]:
+            # still what gpuready wrote: so is the text without the runtime. A file edited
+            # since keeps the old hash, so that the operator's edit is never taken for
+            # gpuready's and undone by restoring the original later
+            kept["files"][name]["written"] = sha256(after)
+    kept["settings"] = [s for s in kept["settings"] if not owned_by(s, runtime)]
+    where = record_path(main)
+    before = node.read_text(where, kind=FileKind.NODE_FACT)
+    plans.append(Plan(where, before, render_record(kept, main=main, node=node),
+                      f"remove runtime {runtime} from gpuready's record"))
+    return plans
+
+
+def _only_runtime(record: Mapping[str, Any], name: str, runtime: str) -> bool:
+    """True when the file ``name`` holds runtime ``runtime`` and no other recorded runtime."""
+    runtimes = {s.get("name") for s in record["settings"]
+                if s["file"] == name and s["kind"] == "runtime"}
+    return runtimes == {runtime}
+
+
+def _forget_file(record: dict[str, Any], name: str, *, node: Node) -> None:
+    """Drop the file ``name`` (a drop-in that goes) from ``record``: its entry and settings; the
+    folders gpuready created for it pass to another file gpuready created in them, or go with
+    it (:func:`gpuready.workflow.daytwo.folders_to_remove`)."""
+    entry = record["files"].pop(name)
+    record["settings"] = [s for s in record["settings"] if s["file"] != name]
+    folders = entry.get("folders") or []
+    for other, held in record["files"].items():
+        inside = [f for f in folders if other.startswith(f + "/")]
+        if held.get("original") is None and inside:
+            held["folders"] = list(dict.fromkeys([*(held.get("folders") or []), *inside]))
+            folders = [f for f in folders if f not in inside]
+    for setting in record["settings"]:
+        if setting["kind"] == "imports":
+            setting["entries"] = [e for e in setting["entries"]
+                                  if e != str(node.node_path(Path(name)))]
+    record["settings"] = [s for s in record["settings"]
+                          if s["kind"] != "imports" or s["entries"]]
+
+
+def _imports_of(record: Mapping[str, Any], name: str, gone: list) -> list[dict[str, Any]]:
+    """The ``imports`` settings to undo in the file ``name``: the entries gpuready added there
+    that name a drop-in which goes (``gone``: their node paths)."""
+    wanted = {str(path) for path in gone}
+    found = []
+    for setting in record["settings"]:
+        if setting["file"] == name and setting["kind"] == "imports":
+            entries = [e for e in setting["entries"] if e in wanted]
+            if entries:
+                found.append({**setting, "entries": entries,
+                              "created": setting.get("created") and entries == setting["entries"]})
+    return found
 
 
 def _with_folder_note(plans: list[Plan], entry: Mapping[str, Any], named: set[str]) -> list[Plan]:
@@ -129,7 +259,8 @@ def plan_file(
     backup = backup_path(path)
     if sha256(current) == entry.get("written"):
         if entry.get("original") is None:
-            return [Plan(path, current, None, _removal(entry))]
+            return [Plan(path, current, None, _removal(entry)),
+                    *created_backup(path, node=node)]
         original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
         if sha256(original) == entry.get("original"):
             return [
@@ -159,6 +290,17 @@ def plan_file(
     summary = "remove what gpuready added (the file was edited since)" if after != current else (
         "nothing of gpuready's left in it")
     return [Plan(path, current, after, summary)]
+
+
+def created_backup(path: Path, *, node: Node) -> list[Plan]:
+    """The removal of the backup beside a file gpuready created (none: no backup): the file did
+    not exist before gpuready, so a backup of it holds a text of gpuready's own making (made
+    when a second runtime, or a runtime taken back alone, changed it)."""
+    backup = backup_path(node.writable(path))
+    kept = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+    if kept is None:
+        return []
+    return [Plan(backup, kept, None, "remove the backup of the file gpuready created")]
 
 
 def _only_version(path: Path, text: str) -> bool:

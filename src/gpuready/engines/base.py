@@ -7,6 +7,7 @@ loaded. Planning never writes: the command line applies a plan through the one s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -104,43 +105,130 @@ def plan_engine_record(path: Path, plan: Plan, *, node: Node, runtime_name: str,
                 "record what gpuready added")
 
 
-def plan_engine_unconfigure(path: Path, removal: Plan, name: str, *, node: Node) -> list[Plan]:
+# The engine's plan removing one runtime from the config, read through the node it is given (a
+# planned node, when one removal follows another).
+Remover = Callable[[Path, str, Node], Plan]
+
+
+def recorded_engine_runtimes(path: Path, *, node: Node) -> list[str]:
+    """The runtimes gpuready's record of ``path`` says it registered there (none: no record)."""
+    from gpuready.containerd.record import load_record
+    from gpuready.containerd.unconfigure import recorded_runtimes
+
+    record = load_record(path, node=node)
+    if record is None:
+        return []
+    return recorded_runtimes({"settings": [s for s in record["settings"]
+                                           if s["file"] == str(path)]})
+
+
+def plan_engine_unconfigure(path: Path, remover: Remover, name: str | None, *,
+                            node: Node) -> list[Plan]:
     """Take back what the record of ``path`` says gpuready changed: the file's plan first, then
-    its backup's and the record's. ``removal`` is the engine's plan removing runtime ``name``
-    (used for its summary, and for a file edited since gpuready wrote it). Without a record,
-    one plan that changes nothing: gpuready never guesses what it added."""
+    its backup's and the record's. ``name`` (``--runtime-name``): that runtime alone, refused
+    (exit 2) when the record does not name it; None: every runtime recorded. ``remover`` plans
+    the removal of one runtime (for a file edited since gpuready wrote it, and for one runtime
+    alone). Without a record, one plan that changes nothing: gpuready never guesses what it
+    added."""
     from gpuready.containerd.record import load_record, record_path
+    from gpuready.containerd.unconfigure import require_recorded
     from gpuready.node import FileKind
 
     record = load_record(path, node=node)
     entry = None if record is None else record["files"].get(str(path))
     current = node.read_text_or_none(path, kind=FileKind.CONFIG)
     if entry is None:
-        why = ("nothing recorded: gpuready did not register it here; left as it is"
-               if removal.changes else "nothing recorded")
-        shown = removal.summary if not removal.changes else f"runtime {name}"
-        return [Plan(path, current, current, f"{shown}; {why}")]
-    ours = any(s["kind"] == "runtime" and s.get("name") == name and s["previous"] is None
-               for s in record["settings"] if s["file"] == str(path))
+        return [_not_recorded(path, current, remover, name, node=node)]
+    settings = [s for s in record["settings"] if s["file"] == str(path) and s["kind"] == "runtime"]
+    names = list(dict.fromkeys(s["name"] for s in settings))
+    if name is not None:
+        require_recorded(name, names, where=record_path(path))
+        if names != [name]:  # the last recorded runtime goes with everything else
+            return _take_back_one(path, record, name, current, remover, node=node)
+    ours = [s["name"] for s in settings if s["previous"] is None]
+    removal = _removals(path, current, ours, remover, node=node)
     restored = None if current is None else _restore(path, current, entry, node=node)
     if restored is not None:
         plans = restored
         first = plans[0]
-        if removal.changes and first.changes and ours:
+        if removal.changes and first.changes:
             summary = (removal.summary if first.summary in removal.summary
                        else f"{removal.summary}; {first.summary}")
             plans[0] = Plan(first.path, first.before, first.after, summary, first.notes)
     elif current is None:
         plans = [Plan(path, None, None, "already removed")]
+    elif ours:
+        plans = [removal]
     else:
-        if ours:
-            plans = [removal]
-        else:
-            plans = [Plan(path, current, current, f"runtime {name} was not added by gpuready "
-                          "(or the file was edited since): left as it is")]
+        shown = ", ".join(names)
+        plans = [Plan(path, current, current, f"runtime {shown} was not added by gpuready "
+                      "(or the file was edited since): left as it is")]
     where = record_path(path)
     before = node.read_text(where, kind=FileKind.NODE_FACT)
     return [*plans, Plan(where, before, None, "remove gpuready's record")]
+
+
+def _not_recorded(path: Path, current: str | None, remover: Remover, name: str | None, *,
+                  node: Node) -> Plan:
+    """The one plan, changing nothing, of a file gpuready has no record of; it says what the
+    file holds of runtime ``name`` (None: the name gpuready registers by default)."""
+    name = name or "nvidia"
+    removal = remover(path, name, node)
+    why = ("nothing recorded: gpuready did not register it here; left as it is"
+           if removal.changes else "nothing recorded")
+    shown = removal.summary if not removal.changes else f"runtime {name}"
+    return Plan(path, current, current, f"{shown}; {why}")
+
+
+def _removals(path: Path, current: str | None, names: list[str], remover: Remover, *,
+              node: Node) -> Plan:
+    """One plan removing each runtime of ``names`` in turn, each planned on the text the one
+    before left."""
+    from gpuready.containerd.gate import planned_node
+
+    text, summaries = current, []
+    for name in names:
+        plan = remover(path, name, planned_node(node.root, {path: text}))
+        if plan.changes:
+            text = plan.after
+            summaries.append(plan.summary)
+    summary = "; ".join(summaries) or f"runtime {', '.join(names) or 'none'} not registered"
+    return Plan(path, current, text, summary)
+
+
+def _take_back_one(path: Path, record: dict, name: str, current: str | None,
+                   remover: Remover, *, node: Node) -> list[Plan]:
+    """Remove runtime ``name`` alone while the record names others too: the file keeps the
+    others (and its backup, for the later ``unconfigure`` that restores the original), and the
+    record loses only ``name``'s setting; it is written after the file."""
+    import json
+
+    from gpuready.containerd.record import record_path, render_record, sha256
+    from gpuready.node import FileKind
+
+    entry = record["files"][str(path)]
+    ours = any(s["file"] == str(path) and s["kind"] == "runtime" and s["name"] == name
+               and s["previous"] is None for s in record["settings"])
+    if current is None:
+        return [Plan(path, None, None, "already removed")]
+    if not ours:  # the operator's runtime, whose path gpuready changed: its original has it
+        return [Plan(path, current, current, f"runtime {name} was there before gpuready "
+                     "changed it: left as it is ('unconfigure' without --runtime-name gives "
+                     "the original back)")]
+    plan = remover(path, name, node)
+    kept = json.loads(json.dumps(record))
+    kept["settings"] = [s for s in kept["settings"] if not (
+        s["file"] == str(path) and s["kind"] == "runtime" and s["name"] == name)]
+    if plan.changes and sha256(current) == entry["written"]:
+        # still what gpuready wrote, so is the text without the runtime; a file edited since
+        # keeps the old hash, so that the operator's edit is never undone by a later restore
+        kept["files"][str(path)]["written"] = sha256(plan.after)
+    where = record_path(path)
+    before = node.read_text(where, kind=FileKind.NODE_FACT)
+    summary = f"{plan.summary} (the other runtimes gpuready added stay)"
+    return [Plan(path, plan.before, plan.after, summary, plan.notes),
+            Plan(where, before, render_record(kept, main=path, node=node),
+                 f"remove runtime {name} from gpuready's record")]
 
 
 def _restore(path: Path, current: str, entry: dict, *, node: Node) -> list[Plan] | None:
@@ -155,7 +243,10 @@ def _restore(path: Path, current: str, entry: dict, *, node: Node) -> list[Plan]
     drop = [Plan(backup, original, None, "remove the backup (the file is the original again)")]
     if sha256(current) == entry["written"]:
         if entry["original"] is None:
-            return [Plan(path, current, None, "remove the file gpuready created")]
+            from gpuready.containerd.unconfigure import created_backup
+
+            return [Plan(path, current, None, "remove the file gpuready created"),
+                    *created_backup(path, node=node)]
         if sha256(original) == entry["original"]:
             return [Plan(path, current, original, "restore the original, byte for byte"), *drop]
     if entry["original"] is not None and sha256(current) == entry["original"]:

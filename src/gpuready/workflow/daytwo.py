@@ -112,19 +112,22 @@ def plan_record(
                 "record what gpuready added")
 
 
-def plan_unconfigure_node(node: NodeConfig) -> list[Plan]:
-    """Take back what the record says gpuready added (an empty list: nothing recorded).
+def plan_unconfigure_node(node: NodeConfig, *, runtime: str | None = None) -> list[Plan]:
+    """Take back what the record says gpuready added (an empty list: nothing recorded); with
+    ``runtime`` (``--runtime-name``), that runtime alone, refused (exit 2) when the record does
+    not name it.
 
-    The gate lets the runtimes the record names go, and nothing else: an operator who made
+    The gate lets the runtimes taken back go, and nothing else: an operator who made
     ``nvidia`` the default by hand is not left with a default that names no runtime."""
     from gpuready.containerd.unconfigure import plan_unconfigure
 
-    plans = plan_unconfigure(node.config, node=node.node)
+    plans = plan_unconfigure(node.config, node=node.node, runtime=runtime)
     if node.line is None or not plans or not node.node.is_file(node.config):
         return plans
     record = load_record(node.config, node=node.node) or {"settings": []}
     removes = frozenset(setting.get("name") for setting in record["settings"]
-                        if setting.get("kind") == "runtime" and setting.get("name"))
+                        if setting.get("kind") == "runtime" and setting.get("name")
+                        and runtime in (None, setting.get("name")))
     intent = Intent(removes=removes, restores=True)
     return guarded(plans, Guard(node.config, node.root, node.line, intent))
 
@@ -163,24 +166,50 @@ def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
 
 def folders_to_remove(plans: list[Plan], *, node: NodeConfig) -> list[Path]:
     """The folders gpuready created that ``unconfigure``'s ``plans`` leave to remove: those the
-    record, which the plans remove, names (none when no plan removes the record)."""
-    if not any(is_record(plan) and plan.changes and plan.after is None for plan in plans):
+    record names when the plans remove it, those it stops naming when they rewrite it (a drop-in
+    taken back with its runtime), none otherwise."""
+    rewritten = next((plan for plan in plans if is_record(plan) and plan.changes), None)
+    if rewritten is None:
         return []
     from gpuready.containerd.unconfigure import recorded_folders
 
     record = load_record(node.config, node=node.node)
-    return recorded_folders(record) if record else []
+    folders = recorded_folders(record) if record else []
+    if rewritten.after is None:
+        return folders
+    # a runtime taken back alone: the folders of a drop-in that went, which the record (now
+    # without it) no longer names
+    import json
+
+    kept = {str(node.node.path(folder)) for entry in json.loads(rewritten.after)["files"].values()
+            for folder in entry.get("folders") or ()}
+    return [folder for folder in folders if str(folder) not in kept]
 
 
 def journal_order(plans: list[Plan]) -> list[Plan]:
-    """``plans`` in the order to write them: the record first when it is written, last when it
-    is removed (see :func:`write`)."""
+    """``plans`` in the order to write them: the record first when it grows, last when it is
+    removed or shrinks (``unconfigure --runtime-name``), so that it always names at least what
+    the files hold (see :func:`write`)."""
     records = [plan for plan in plans if is_record(plan)]
+    last = [plan for plan in records if plan.after is None or _shrinks(plan)]
     return [
-        *(plan for plan in records if plan.after is not None),
+        *(plan for plan in records if plan not in last),
         *(plan for plan in plans if not is_record(plan)),
-        *(plan for plan in records if plan.after is None),
+        *last,
     ]
+
+
+def _shrinks(plan: Plan) -> bool:
+    """True for a record's plan that takes settings out of it (a runtime taken back)."""
+    import json
+
+    if plan.before is None or plan.after is None:
+        return False
+    try:
+        before, after = json.loads(plan.before), json.loads(plan.after)
+        return len(after["settings"]) < len(before["settings"])
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def plan_migrate_node(node: NodeConfig, *, to: int) -> list[Plan]:

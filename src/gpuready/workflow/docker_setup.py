@@ -5,7 +5,9 @@ the ones that do not apply say so instead of writing a file with no meaning:
 
 1. base config: ``/etc/docker/daemon.json`` is kept as it is (or created as ``{}``, dockerd's
    defaults);
-2. runtime section: ``runtimes.NAME`` added;
+2. runtime section: ``runtimes.NAME`` added, judged by the never-break gate as ``configure
+   --engine docker`` is (:class:`gpuready.containerd.gate.EngineGuard`): a runtime created under
+   the name ``default-runtime`` gives needs ``--confirm-every-pod-uses-it``;
 3. runtime options: its ``path`` (and ``runtimeArgs``); ``SystemdCgroup`` does not apply (dockerd
    sets the cgroup driver for every runtime, ``exec-opts: native.cgroupdriver``);
 4. default.txt: ``DEFAULT`` is dockerd's default runtime, ``WHY=opt-in`` (containers choose the
@@ -22,8 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from gpuready.changeset import write_all
+from gpuready.containerd.gate import EngineGuard, Intent
 from gpuready.engines.docker import config as daemon_json
-from gpuready.engines.docker.engine import chain
+from gpuready.engines.docker.engine import ENGINE, chain
 from gpuready.engines.docker.facts import DAEMON_JSON
 from gpuready.errors import InputError, MissingFileError
 from gpuready.node import FileKind
@@ -100,7 +103,11 @@ def _register(options: SetupOptions, files: DockerFiles, staging: Staging,
 
     def compute(current: str | None) -> Plan:
         config = daemon_json.parse_daemon_config(current, files.config)
-        return chain(config, [lambda cfg: daemon_json.plan_add_runtime(cfg, runtime)])
+        plan = chain(config, [lambda cfg: daemon_json.plan_add_runtime(cfg, runtime)])
+        # the never-break gate configure --engine docker meets, for a dry run too
+        EngineGuard(ENGINE, files.config, options.node.root, Intent(
+            adds=runtime.name, confirmed=options.request.default_confirmed)).enforce([plan])
+        return plan
 
     plan = staging.edit(files.config, compute)
     created = "would be created" if options.dry_run else "created"
