@@ -64,10 +64,12 @@ def containerd_address(request: requests.AnyRequest, *, default: str) -> str:
 
     given = getattr(request, "engine_address", None)
     if given:
-        return given
+        flag = getattr(request, "engine_address_flag", None) or "--address"
+        return _without_control(given, f"{flag} {given}")
     value = os.environ.get("CONTAINERD_ADDRESS", "")
     if not value:
         return default
+    _without_control(value, f"CONTAINERD_ADDRESS={value}")
     if value.startswith("/"):
         return "unix://" + value
     if value.startswith("unix:///"):
@@ -76,6 +78,19 @@ def containerd_address(request: requests.AnyRequest, *, default: str) -> str:
 
     raise UsageError(f"CONTAINERD_ADDRESS={value}: give containerd's socket as a path "
                      "(/run/containerd/containerd.sock) or unix:///PATH, or pass --address")
+
+
+def _without_control(value: str, shown: str) -> str:
+    """``value``, or a UsageError naming ``shown``: a socket path holds no control character
+    (a newline in an address would name another socket in every message and command shown)."""
+    from gpuready.terminal import has_control
+
+    if has_control(value):
+        from gpuready.errors import UsageError
+
+        raise UsageError(f"{shown!r}: holds a control character; give containerd's socket as a "
+                         "path (/run/containerd/containerd.sock) or unix:///PATH")
+    return value
 
 
 def add_root(parser: argparse.ArgumentParser) -> None:
