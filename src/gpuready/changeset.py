@@ -56,6 +56,29 @@ def apply_all(plans: Sequence[Plan], *, node: Node, own: Iterable[Path] = ()) ->
     return written
 
 
+def link_notes(plans: Sequence[Plan], *, node: Node) -> list[str]:
+    """A note for each file a plan changes that has other hard links: the one writer writes a
+    new file and renames it over the name (:mod:`gpuready.fsio`), so only this name gets the new
+    text and every other link keeps the old one. Asked before the write, while the links hold."""
+    notes = []
+    for plan in plans:
+        found = node.lstat(plan.path) if plan.changes and plan.before is not None else None
+        if found is not None and found.st_nlink > 1:
+            others = found.st_nlink - 1
+            notes.append(f"{plan.path} has {others} other hard link{'s' if others > 1 else ''}: "
+                         "gpuready writes a new file in its place, so the other links keep the "
+                         "old text (edit through each, or replace them with this file)")
+    return notes
+
+
+def with_link_notes(plans: Sequence[Plan], *, node: Node) -> list[Plan]:
+    """``plans``, each that changes a hard-linked file with :func:`link_notes`' note added."""
+    import dataclasses
+
+    return [dataclasses.replace(plan, notes=(*plan.notes, *found)) if found else plan
+            for plan, found in ((plan, link_notes([plan], node=node)) for plan in plans)]
+
+
 def check(plans: Sequence[Plan]) -> None:
     """Run every guard the plans carry over the whole change (the never-break gate,
     :mod:`gpuready.containerd.gate`); a refusal raises before anything is written. A dry run

@@ -257,7 +257,10 @@ def run_generate(request: requests.CdiGenerate) -> int:
         print(result.text, end="")
         return 0
     if request.dry_run:
-        print(result.plan.diff() or f"{result.plan.path}: {result.plan.summary}\n", end="")
+        from gpuready.terminal import shown_lines
+
+        print(shown_lines(result.plan.diff() or f"{result.plan.path}: {result.plan.summary}\n"),
+              end="")
         return 0
     generate.check_replace(result.plan, force=request.force)
     node = Node(request.root)
@@ -268,7 +271,10 @@ def run_generate(request: requests.CdiGenerate) -> int:
         written = apply_all([plan for plan in plans if plan is not None], node=node,
                             own=[intent])
     changed = result.plan in written
-    print(f"{'wrote' if changed else 'unchanged'} {result.plan.path}: {result.plan.summary}")
+    from gpuready.terminal import shown
+
+    # standard output is left exact for the spec (OUTPUT_FORMATS): this line escapes itself
+    print(shown(f"{'wrote' if changed else 'unchanged'} {result.plan.path}: {result.plan.summary}"))
     return 0
 
 

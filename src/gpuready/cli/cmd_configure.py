@@ -230,7 +230,7 @@ def run_for_owner(request: requests.Configure, change) -> int:
     import dataclasses
     from pathlib import Path
 
-    from gpuready.changeset import check
+    from gpuready.changeset import check, link_notes
     from gpuready.cli import daytwo
     from gpuready.containerd.keep_default import keep_default_runtime, repair_plans
     from gpuready.fsio import backup_path, locked
@@ -286,7 +286,9 @@ def run_for_owner(request: requests.Configure, change) -> int:
             plans = list(repairs)
         if request.dry_run:
             check(plans)  # the verdict a real run would meet
+        split_links = link_notes(plans, node=node)  # before the write replaces the file
         written = [] if request.dry_run else write(plans, node=target)
+    owned = owned._replace(notes=(*owned.notes, *split_links))
     changed = written and written[0].path == owned.target
     without_effect = _without_effect(owned.plan, owned.target, node=node,
                                      runtime_name=request.runtime_name) if owned.plan else []

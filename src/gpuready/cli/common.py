@@ -69,18 +69,23 @@ def containerd_address(request: requests.AnyRequest, *, default: str) -> str:
     given = getattr(request, "engine_address", None)
     value = os.environ.get("CONTAINERD_ADDRESS", "")
     if given:
-        address, option = given, "--address"
+        option = getattr(request, "engine_address_flag", None) or "--address"
+        address = _without_control(given, f"{option} {given}")
     elif not value:
         address, option = default, "--address"
-    elif value.startswith("/"):
-        address, option = "unix://" + value, "CONTAINERD_ADDRESS"
-    elif value.startswith("unix:///"):
-        address, option = value, "CONTAINERD_ADDRESS"
     else:
-        from gpuready.errors import UsageError
+        option = "CONTAINERD_ADDRESS"
+        _without_control(value, f"CONTAINERD_ADDRESS={value}")
+        if value.startswith("/"):
+            address = "unix://" + value
+        elif value.startswith("unix:///"):
+            address = value
+        else:
+            from gpuready.errors import UsageError
 
-        raise UsageError(f"CONTAINERD_ADDRESS={value}: give containerd's socket as a path "
-                         "(/run/containerd/containerd.sock) or unix:///PATH, or pass --address")
+            raise UsageError(f"CONTAINERD_ADDRESS={value}: give containerd's socket as a path "
+                             "(/run/containerd/containerd.sock) or unix:///PATH, or pass "
+                             "--address")
     return node_socket(request.root, address, option=option)
 
 
@@ -96,6 +101,19 @@ def node_socket(root: str, address: str, *, option: str) -> str:
     from gpuready.node import Node
 
     return "unix://" + Node(root).named(path, option=option)
+
+
+def _without_control(value: str, shown: str) -> str:
+    """``value``, or a UsageError naming ``shown``: a socket path holds no control character
+    (a newline in an address would name another socket in every message and command shown)."""
+    from gpuready.terminal import has_control
+
+    if has_control(value):
+        from gpuready.errors import UsageError
+
+        raise UsageError(f"{shown!r}: holds a control character; give containerd's socket as a "
+                         "path (/run/containerd/containerd.sock) or unix:///PATH")
+    return value
 
 
 def add_root(parser: argparse.ArgumentParser) -> None:

@@ -68,7 +68,8 @@ def drop_in(request: requests.AnyRequest):
 
     if getattr(request, "drop_in", None) is None:
         return None
-    return drop_in_target(request.drop_in or None, root=Path(request.root))
+    return drop_in_target(request.drop_in or None, root=Path(request.root),
+                          main=config_path(request))
 
 
 def report(plans, written, *, dry_run: bool) -> dict:

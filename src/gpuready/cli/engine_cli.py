@@ -135,6 +135,7 @@ def _require_daemon_json(request: requests.AnyRequest, engine) -> None:
 
 
 def _apply(request, engine, planner, notes: list[str], *, intent, check=None) -> int:
+    from gpuready.changeset import link_notes
     from gpuready.containerd.gate import EngineGuard
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
@@ -151,6 +152,7 @@ def _apply(request, engine, planner, notes: list[str], *, intent, check=None) ->
         EngineGuard(engine, path, node.root, intent).enforce([plan])
         if check is not None:
             notes = [*notes, *check(request, plan, node)]
+        notes = [*notes, *link_notes([plan], node=node)]  # before the write replaces the file
         written, backups = ([], []) if request.dry_run else _write(plans, node)
         reloaded = _reload(address, path, node, written, backups) if reloading else None
     report = {

@@ -169,8 +169,12 @@ def _wants_json(argv: Sequence[str]) -> bool:
 
 
 def _print_error(message: str, code: int, *, as_json: bool) -> None:
-    """The one-line error on stderr, and with ``--format json`` the error object on stdout."""
-    print(f"gpuready: error: {message}", file=sys.stderr)
+    """The one-line error on stderr (a newline or a bidi control from a path or value shown
+    escaped, so it stays one line that reads as written), and with ``--format json`` the error
+    object on stdout, exact."""
+    from gpuready.terminal import shown
+
+    print(f"gpuready: error: {shown(message)}", file=sys.stderr)
     if as_json:  # scripts still get a document to read
         import json
 
@@ -185,8 +189,27 @@ def chosen_command(argv: Sequence[str]) -> str | None:
 
 
 def run(argv: Sequence[str] | None = None) -> int:
-    """Parse ``argv``, run the chosen command, and return its exit code."""
+    """Parse ``argv``, run the chosen command, and return its exit code.
+
+    Its text output goes through :class:`gpuready.terminal.EscapedStream`: a path or value from
+    the node or the command line never reaches a terminal with a raw control or bidi character.
+    Standard output stays exact where it is the product (``cdi generate``'s spec).
+    """
+    from gpuready.terminal import EscapedStream
+
     argv = sys.argv[1:] if argv is None else list(argv)
+    saved = sys.stdout, sys.stderr
+    if tuple(argv[:2]) not in OUTPUT_FORMATS:
+        sys.stdout = EscapedStream(sys.stdout)
+    sys.stderr = EscapedStream(sys.stderr)
+    try:
+        return _run(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _run(argv: list[str]) -> int:
+    """:func:`run` itself."""
     parser = build_parser(only=chosen_command(argv),
                           for_help=not argv or "-h" in argv or "--help" in argv)
     try:

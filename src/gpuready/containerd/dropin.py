@@ -30,10 +30,13 @@ from gpuready.containerd.configure import (
 from gpuready.containerd.document import ConfigFile, load_config_text, parse_for_edit, render_edit
 from gpuready.containerd.effective import EffectiveConfig, load_effective
 from gpuready.containerd.versions import render_key_path
+from gpuready.engines.crio import facts as crio_facts
+from gpuready.engines.docker import facts as docker_facts
 from gpuready.errors import InputError, UsageError
 from gpuready.node import FileKind, Node
-from gpuready.paths import CONTAINERD_DROPIN_DIR
+from gpuready.paths import CDI_DIRS, CONTAINERD_CONFIG, CONTAINERD_DROPIN_DIR, READ_WHOLE_FOLDERS
 from gpuready.plan import Plan
+from gpuready.terminal import has_control
 
 DEFAULT_DROP_IN = CONTAINERD_DROPIN_DIR / "99-nvidia.toml"
 # The first line of every drop-in gpuready writes: how a later run knows the file is its own.
@@ -48,23 +51,28 @@ class DropIn(NamedTuple):
     entry: str
 
 
-def drop_in_target(path: str | None, *, root: Path) -> DropIn:
+def drop_in_target(path: str | None, *, root: Path, main: Path | None = None) -> DropIn:
     """The drop-in for ``--drop-in [PATH]``: a node path (under ``--root``), by default
     ``/etc/containerd/conf.d/99-nvidia.toml``.
 
     Refused (:class:`UsageError`, nothing written): a path with control or glob characters, one
-    that names a folder (a trailing ``/``, or an existing folder), and gpuready's own files
-    beside a config (its backup and its record).
+    that names a folder (a trailing ``/``, or an existing folder), and any file containerd must
+    not take as a drop-in (:func:`_require_drop_in_place`). ``main`` is the config the drop-in is
+    imported by (``--config``; by default the node's ``/etc/containerd/config.toml``).
     """
     if path:
         _require_plain_file_name(path)
     node = PurePosixPath(path or DEFAULT_DROP_IN)
     if node.is_absolute():
-        return DropIn(Node(root).path(node), str(node))
-    if Path(root) != Path("/"):
+        target = DropIn(Node(root).path(node), str(node))
+    elif Path(root) != Path("/"):
         raise UsageError(f"--drop-in {path}: give the node path (absolute) with --root")
-    host = Path(os.path.abspath(node))
-    return DropIn(host, str(host))
+    else:
+        host = Path(os.path.abspath(node))
+        target = DropIn(host, str(host))
+    if path:
+        _require_drop_in_place(path, target, root=root, main=main)
+    return target
 
 
 def _require_plain_file_name(path: str) -> None:
@@ -73,7 +81,7 @@ def _require_plain_file_name(path: str) -> None:
     from gpuready.fsio import BACKUP_SUFFIX
 
     problem = None
-    if any(ord(char) < 32 or ord(char) == 127 for char in path):
+    if has_control(path):
         problem = "holds a control character"
     elif any(char in path for char in _GLOB_CHARS):
         problem = ("holds a glob character (*, ? or [): containerd would read it as a pattern; "
@@ -84,6 +92,65 @@ def _require_plain_file_name(path: str) -> None:
         problem = "is the name of gpuready's own backup or record: choose another file name"
     if problem is not None:
         raise UsageError(f"--drop-in {path!r}: {problem}; nothing written")
+
+
+# Where a drop-in must never go: folders another reader takes every file of as its own.
+# CDI: every spec in /etc/cdi and /var/run/cdi is read (/work/shared/reference/cdi.md); /run/cdi
+# is the same folder on a node where /var/run links to /run (FHS 3.0, 5.13), even when the link
+# is missing from a sandbox tree. CRI-O: every file in crio.conf.d (crio.conf.d(5)).
+_FOREIGN_FOLDERS: tuple[tuple[PurePosixPath, str], ...] = (
+    *((folder, "where CDI specs are read") for folder in (*CDI_DIRS, PurePosixPath("/run/cdi"))),
+    (crio_facts.DROPIN_DIR, "CRI-O's drop-in folder, every file of which CRI-O reads"),
+)
+_FOREIGN_FILES: tuple[tuple[PurePosixPath, str], ...] = (
+    (docker_facts.DAEMON_JSON, "Docker's config"),
+    (crio_facts.MAIN_CONFIG, "CRI-O's config"),
+)
+_GOOD_PATH_HINT = f"give a .toml file containerd imports, such as {DEFAULT_DROP_IN}"
+
+
+def _require_drop_in_place(path: str, target: DropIn, *, root: Path, main: Path | None) -> None:
+    """Refuse a drop-in that is not a TOML file of containerd's own: the main config, one of
+    gpuready's files beside a config (its journal), another engine's config, or a file in a
+    folder CDI or CRI-O read whole. Judged on the node path as named and as its links lead."""
+    node = Node(root)
+    named, resolved = _node_paths(node, target.path)
+    mains = {CONTAINERD_CONFIG, *(_node_paths(node, main) if main is not None else ())}
+    problem = None
+    for candidate in dict.fromkeys((named, resolved)):
+        problem = problem or _misplaced(candidate, mains=mains)
+    if problem is None and not _is_toml_name(named.name):
+        problem = "is not a file name ending in .toml: containerd reads a drop-in as TOML"
+    if problem is not None:
+        raise UsageError(f"--drop-in {path!r}: {problem}; {_GOOD_PATH_HINT}; nothing written")
+
+
+def _node_paths(node: Node, host: Path) -> tuple[PurePosixPath, PurePosixPath]:
+    """The node path of ``host`` as named, and where its links lead."""
+    absolute = Path(os.path.abspath(host))
+    return (PurePosixPath(node.node_path(absolute)),
+            PurePosixPath(node.node_path(node.resolve(absolute))))
+
+
+def _misplaced(candidate: PurePosixPath, *, mains: set[PurePosixPath]) -> str | None:
+    """Why ``candidate`` (a node path) is no place for a drop-in, or None."""
+    if candidate in mains:
+        return f"is the main config {candidate} itself"
+    if ".gpuready." in candidate.name:
+        return f"{candidate.name} is a name gpuready keeps for its own files (journal, record)"
+    for file, what in _FOREIGN_FILES:
+        if candidate == file:
+            return f"{candidate} is {what}"
+    for folder, what in _FOREIGN_FOLDERS:
+        if candidate == folder or folder in candidate.parents:
+            return f"lies in {folder}, {what}"
+    if candidate.parent.name in READ_WHOLE_FOLDERS:
+        return f"lies in {candidate.parent}, a folder another engine reads every file of"
+    return None
+
+
+def _is_toml_name(name: str) -> bool:
+    return name.endswith(".toml") and len(name) > len(".toml")
 
 
 def plan_drop_in(
@@ -183,10 +250,15 @@ def plan_import(
     entries = document.get("imports")
     if entries is None:
         document.add("imports", [target.entry])
-    elif isinstance(entries, list):
+    elif isinstance(entries, list) and all(isinstance(entry, str) for entry in entries):
         entries.append(target.entry)
     else:
-        raise InputError(main.path, "'imports' is not an array; cannot add the drop-in to it")
+        # containerd reads imports as a list of strings: nothing else can be made to name the
+        # drop-in, and a drop-in no imports entry names is never loaded.
+        raise InputError(main.path, f"'imports' is not an array of paths, so no entry can import "
+                                    f"the drop-in {target.entry}; nothing written (make it an "
+                                    "array such as imports = [\"/etc/containerd/conf.d/*.toml\"], "
+                                    "or register in the file itself without --drop-in)")
     return Plan(main.path, main.text, render_edit(main, document),
                 f"import {target.entry}")
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from gpuready.changeset import apply_all
+from gpuready.changeset import apply_all, with_link_notes
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
 from gpuready.containerd.document import load_config
 from gpuready.containerd.gate import Guard, Intent
@@ -66,9 +66,11 @@ def plan_configure_node(
         plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
         # the repair is written with the change (the gate judges them together) but not
         # recorded: unconfigure takes back gpuready's runtime and keeps the node repaired
-        return [*plans, *repairs,
-                plan_record(node, plans, request=request, drop_in=drop_in, folders=True)]
-    return [*plans, plan_record(node, plans, request=request, drop_in=drop_in, folders=True)]
+        plans = [*plans, *repairs,
+                 plan_record(node, plans, request=request, drop_in=drop_in, folders=True)]
+    else:
+        plans = [*plans, plan_record(node, plans, request=request, drop_in=drop_in, folders=True)]
+    return with_link_notes(plans, node=node.node)
 
 
 def configure_guard(node: NodeConfig, request: ConfigureRequest) -> Guard | None:
@@ -129,7 +131,8 @@ def plan_unconfigure_node(node: NodeConfig, *, runtime: str | None = None) -> li
                         if setting.get("kind") == "runtime" and setting.get("name")
                         and runtime in (None, setting.get("name")))
     intent = Intent(removes=removes, restores=True)
-    return guarded(plans, Guard(node.config, node.root, node.line, intent))
+    return with_link_notes(guarded(plans, Guard(node.config, node.root, node.line, intent)),
+                           node=node.node)
 
 
 def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
@@ -229,7 +232,7 @@ def plan_migrate_node(node: NodeConfig, *, to: int) -> list[Plan]:
             continue
         after = restyle(before, migrate_text(without_bom(before), file.path, to=to))
         plans.append(Plan(file.path, before, after, f"migrate version {version} to {to}"))
-    return guarded(plans, migrate_guard(node, to=to))
+    return with_link_notes(guarded(plans, migrate_guard(node, to=to)), node=node.node)
 
 
 def migrate_guard(node: NodeConfig, *, to: int) -> Guard | None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from gpuready.engines.docker.facts import SOCKET_ADDRESS
+from gpuready.terminal import has_control
 
 ENVIRONMENT = "DOCKER_HOST"
 SCHEME = "unix://"
@@ -56,7 +57,7 @@ def _checked(value: str, shown: str, *, bare_path: bool) -> str:
     """``value`` as a ``unix://`` address, or a UsageError naming ``shown``."""
     from gpuready.errors import UsageError
 
-    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+    if has_control(value):
         raise UsageError(f"{shown!r}: holds a control character; give unix:///PATH")
     if bare_path and value.startswith("/"):
         return SCHEME + value

@@ -11,6 +11,7 @@ change (:func:`checked_edit`). An edit that would mean anything else is never wr
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,20 +46,56 @@ def load_json(text: str, path: Path | str) -> Any:
     """The data of ``text`` as Go's ``encoding/json`` reads it, or one positioned InputError.
 
     Python's ``json`` accepts ``NaN`` and ``Infinity``, which dockerd rejects: they are refused
-    here too.
+    here too. An integer too long to read (CPython refuses more than 4300 digits) is a bad value
+    at its line and column, not Python's advice on ``sys.set_int_max_str_digits``.
     """
     def refuse_constant(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
 
+    body = without_bom(text)
     try:
-        return json.loads(without_bom(text), parse_constant=refuse_constant)
+        return json.loads(body, parse_constant=refuse_constant, parse_int=_checked_int)
     except json.JSONDecodeError as error:
         raise InputError(path, f"invalid JSON: {error.msg}", line=error.lineno,
                          column=error.colno) from None
+    except _TooLong as error:
+        line, column = position(body, _number_offset(body, error.digits))
+        raise InputError(path, f"bad value: an integer of {len(error.digits)} digits, more than "
+                         f"the {MAX_INT_DIGITS} gpuready reads", line=line, column=column) from None
     except ValueError as error:
         raise InputError(path, f"invalid JSON: {error}") from None
     except RecursionError:
         raise InputError(path, "invalid JSON: nested too deeply") from None
+
+
+# CPython's default limit on the digits of an integer read from text (sys.int_info
+# .default_max_str_digits, 3.11 and the 3.9/3.10 security releases): fixed here so every
+# interpreter refuses the same files.
+MAX_INT_DIGITS = 4300
+# A JSON string or number token: in valid JSON, a digit inside a string is consumed by the string.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|-?[0-9]+')
+
+
+class _TooLong(ValueError):
+    """An integer of more digits than :data:`MAX_INT_DIGITS`."""
+
+    def __init__(self, digits: str) -> None:
+        super().__init__(digits[:20])
+        self.digits = digits
+
+
+def _checked_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise _TooLong(digits.lstrip("-"))
+    return int(digits)
+
+
+def _number_offset(text: str, digits: str) -> int:
+    """Where the integer written ``digits`` starts in ``text`` (0 if not found)."""
+    for token in _TOKEN.finditer(text):
+        if token.group().lstrip("-") == digits:
+            return token.start()
+    return 0
 
 
 def position(text: str, offset: int) -> tuple[int, int]:
