@@ -41,6 +41,7 @@ from gpuready.cdi.intent import (  # noqa: F401  (the record's names, kept here 
     intent_path,
     load_intent,
     recorded_intent,
+    require_trusted_intent,
     sha256,
 )
 from gpuready.errors import ExitCode, InputError, UsageError
@@ -183,6 +184,7 @@ def plan_refresh(request: RefreshRequest) -> Refresh:
         request = replace(request, inventory_path=os.path.abspath(request.inventory_path))
     node = Node(request.root)
     target = generate.output_path(node, request.output)
+    require_trusted_intent(node, target)
     before = node.read_text_or_none(target, kind=FileKind.CDI_SPEC)
     record = recorded_intent(node, target, before) if before is not None else None
     intent = effective_intent(request, record)
@@ -343,6 +345,7 @@ def intent_plan_for_generate(node: Node, prepared: generate.Prepared,
     output)."""
     if prepared.plan is None or prepared.found is None:
         return None
+    require_trusted_intent(node, prepared.plan.path)  # written over with its owner and mode
     inventory = None if request.inventory_path is None else os.path.abspath(
         request.inventory_path)
     intent = Intent(request.gpus, inventory, request.options.strategies,

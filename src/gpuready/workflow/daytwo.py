@@ -123,10 +123,25 @@ def plan_unconfigure_node(node: NodeConfig) -> list[Plan]:
     if node.line is None or not plans or not node.node.is_file(node.config):
         return plans
     record = load_record(node.config, node=node.node) or {"settings": []}
-    removes = frozenset(setting.get("name") for setting in record["settings"]
+    return guarded(plans, Guard(node.config, node.root, node.line, restore_intent(record)))
+
+
+def restore_intent(record: dict) -> Intent:
+    """What ``unconfigure`` may do to containerd's runtimes, as gpuready's (loaded) record says:
+    take away the runtimes it registered or changed, and give the default runtime back its
+    value from before gpuready (``runc``, every line's default, where it was unset)."""
+    settings = record.get("settings", [])
+    removes = frozenset(setting.get("name") for setting in settings
                         if setting.get("kind") == "runtime" and setting.get("name"))
-    intent = Intent(removes=removes, restores=True)
-    return guarded(plans, Guard(node.config, node.root, node.line, intent))
+    defaults = frozenset(_named(setting.get("previous")) for setting in settings
+                         if setting.get("kind") == "default_runtime_name")
+    return Intent(removes=removes, restores=True, defaults=defaults)
+
+
+def _named(previous: object) -> str:
+    """The default runtime a recorded ``default_runtime_name`` had: its value, or ``runc``
+    (containerd's default) where it was unset."""
+    return previous if isinstance(previous, str) and previous else "runc"
 
 
 def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
