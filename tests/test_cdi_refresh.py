@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,16 @@ def refresh(root: Path, *extra: str) -> tuple[int, dict]:
     document = json.loads(out)
     assert document["exit_code"] == code
     return code, document
+
+
+def install_program(root: Path, node_path: str = "/usr/local/bin/gpuready") -> str:
+    """gpuready installed on the node (an executable file at ``node_path`` under ``root``):
+    what the units' ``ExecStart=`` names under ``--root``."""
+    program = root / node_path.lstrip("/")
+    program.parent.mkdir(parents=True, exist_ok=True)
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    return node_path
 
 
 def state(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -205,26 +216,29 @@ def test_units_pass_systemd_analyze_and_unconfigure_removes_them(tmp_path):
     analyze = systemd_analyze()
     node_a(tmp_path)
     generate(tmp_path, "--gpus", "2")  # an intent the unit must carry
-    code, document = refresh(tmp_path, "--install-units", "--dry-run")
+    # a program on the node that this machine has too: systemd-analyze verify, run here on
+    # the units' node paths, then finds the program ExecStart names
+    program = install_program(tmp_path, "/bin/true")
+    code, document = refresh(tmp_path, "--install-units", "--dry-run", "--program", program)
     assert code == 0 and [u["written"] for u in document["units"]] == [False, False]
     assert not (tmp_path / "etc/systemd").exists()
-    code, out, err = cli("cdi", "refresh", "--root", str(tmp_path), "--install-units")
+    code, out, err = cli("cdi", "refresh", "--root", str(tmp_path), "--install-units",
+                         "--program", program)
     assert code == 0, err
     assert "systemctl enable gpuready-cdi-refresh.path" in out
     service, path = ((tmp_path / unit).read_text() for unit in UNITS)
     assert "Before=containerd.service" in service and "WantedBy=multi-user.target" in service
     exec_start = next(line for line in service.splitlines() if line.startswith("ExecStart="))
-    assert exec_start.endswith(" cdi refresh --gpus 2 --no-nvml")
+    assert exec_start == "ExecStart=/bin/true cdi refresh --gpus 2 --no-nvml"
     assert str(tmp_path) not in service  # node paths: --root is not the node's
     assert "PathChanged=/lib/modules/%v/modules.dep" in path
     assert "PathChanged=/usr/lib/x86_64-linux-gnu\n" in path
-    # ExecStart names this interpreter (a real file here), so verify runs on the host paths
     result = subprocess.run([analyze, "verify", *(str(tmp_path / unit) for unit in UNITS)],
                             capture_output=True, text=True, timeout=60)
     assert (result.returncode, result.stderr, result.stdout) == (0, "", "")
     # a second install changes nothing
-    assert [u["changed"] for u in refresh(tmp_path, "--install-units")[1]["units"]] == [
-        False, False]
+    assert [u["changed"] for u in refresh(tmp_path, "--install-units", "--program",
+                                          program)[1]["units"]] == [False, False]
 
     code, out, err = cli("unconfigure", "--root", str(tmp_path))
     assert code == 0, err
@@ -237,6 +251,7 @@ def test_units_pass_systemd_analyze_and_unconfigure_removes_them(tmp_path):
 
 def test_a_unit_edited_since_is_left_by_unconfigure(tmp_path):
     node_a(tmp_path)
+    install_program(tmp_path)
     assert refresh(tmp_path, "--install-units")[0] == 0
     edited = tmp_path / UNITS[0]
     edited.write_text(edited.read_text() + "# mine\n")
@@ -282,6 +297,7 @@ def test_units_on_a_docker_or_crio_node_leave_containerd_out(tmp_path, engine):
         code, _, err = cli("configure", "--root", str(tmp_path), "--engine", engine)
         assert code == 0, err
     generate(tmp_path)
+    install_program(tmp_path, "/usr/bin/gpuready")
     assert refresh(tmp_path, "--install-units")[0] == 0
     assert (tmp_path / UNITS_RECORD).exists()
     assert not (tmp_path / "etc/containerd").exists()
@@ -299,6 +315,7 @@ def test_units_on_a_docker_or_crio_node_leave_containerd_out(tmp_path, engine):
 
 def test_an_edited_unit_keeps_its_enable_link(tmp_path):
     node_a(tmp_path)
+    install_program(tmp_path)
     assert refresh(tmp_path, "--install-units")[0] == 0
     enable(tmp_path)
     edited = tmp_path / UNITS[0]
@@ -351,6 +368,7 @@ def test_units_and_spec_roll_back_together_when_a_write_fails(tmp_path, monkeypa
     from gpuready import fsio
 
     node_a(tmp_path)
+    install_program(tmp_path)
     trees.upgrade_driver(tmp_path, VERSION_A, VERSION_B)
     before = state(tmp_path)
     real = fsio.write_atomic
@@ -448,3 +466,55 @@ def test_setup_completes_the_intent_a_killed_run_left_unwritten(tmp_path):
     code, _, err = cli("setup", "--root", str(other), "--containerd-version", "1.7", "--gpus", "2")
     assert code == 0, err
     assert not (other / INTENT).exists()
+
+
+def exec_start(root: Path) -> str:
+    service = (root / UNITS[0]).read_text()
+    return next(line for line in service.splitlines() if line.startswith("ExecStart="))
+
+
+def test_units_under_a_root_run_the_gpuready_of_the_node(tmp_path):
+    """Under --root the unit runs on the node: ExecStart= names the node's gpuready (or
+    --program, a node path), never this machine's; with neither, exit 2 and nothing written."""
+    node_a(tmp_path)
+    before = state(tmp_path)
+    code, out, err = cli("cdi", "refresh", "--root", str(tmp_path), "--install-units")
+    assert code == 2, out + err
+    [line] = [line for line in err.splitlines() if line.startswith("gpuready: error:")]
+    assert "no gpuready on the node (/usr/local/bin/gpuready or /usr/bin/gpuready)" in line
+    assert "--program PATH" in line
+    assert state(tmp_path) == before and not (tmp_path / "etc/systemd").exists()
+
+    install_program(tmp_path, "/usr/bin/gpuready")
+    assert refresh(tmp_path, "--install-units")[0] == 0
+    assert exec_start(tmp_path) == "ExecStart=/usr/bin/gpuready cdi refresh --no-nvml"
+    assert sys.executable not in (tmp_path / UNITS[0]).read_text()
+
+    install_program(tmp_path, "/opt/tools/gpuready")
+    code, document = refresh(tmp_path, "--install-units", "--program", "/opt/tools/gpuready")
+    assert code == 0 and document["units"][0]["changed"]
+    assert exec_start(tmp_path) == "ExecStart=/opt/tools/gpuready cdi refresh --no-nvml"
+
+
+@pytest.mark.parametrize("argv,message", [
+    (("--install-units", "--program", "/opt/none/gpuready"), "no executable file there"),
+    (("--install-units", "--program", "bin/gpuready"), "absolute node path"),
+    (("--program", "/usr/bin/gpuready"), "give it with --install-units"),
+])
+def test_a_program_the_node_does_not_have_is_refused(tmp_path, argv, message):
+    node_a(tmp_path)
+    install_program(tmp_path, "/usr/bin/gpuready")
+    before = state(tmp_path)
+    code, out, err = cli("cdi", "refresh", "--root", str(tmp_path), *argv)
+    assert code == 2 and message in err and "Traceback" not in err, out + err
+    assert state(tmp_path) == before and not (tmp_path / "etc/systemd").exists()
+
+
+def test_on_the_machine_itself_the_unit_runs_this_gpuready():
+    """With no --root (read only: nothing is written here) the unit runs the gpuready that
+    runs now, as before --program existed."""
+    from gpuready.cdi.units import entry_point, unit_program
+    from gpuready.node import Node
+
+    assert unit_program(Node("/"), None) == entry_point()
+    assert unit_program(Node("/"), sys.executable) == [sys.executable]

@@ -418,6 +418,31 @@ class Node:
             found = matched
         return sorted(path for path in found if self.exists(path))
 
+    # -- trust: gpuready's own files, checked before it acts on them -----------------------------
+
+    def require_trusted(self, host_path: Path | str, *, what: str) -> None:
+        """Refuse a file gpuready acts on (a record, a backup, a journal, an intent record) that
+        someone else could have written; nothing happens when there is no such file.
+
+        It must be a regular file (links followed inside the root) owned by the effective user
+        and writable by no group and no one else: gpuready restores, removes and regenerates
+        what such a file says, as root, so a file another user could have put there or changed
+        would turn gpuready's rights against the node. Raises :class:`InputError` (exit 2) with
+        the owner and mode found and the fix, before anything is touched.
+        """
+        if not self.lexists(host_path):
+            return
+        found = self.lstat(host_path)
+        if found is None or not stat.S_ISREG(found.st_mode):
+            raise InputError(host_path, f"the {what} is not a regular file: gpuready does not "
+                             "act on it; refused, nothing touched; fix: remove it")
+        wrong = untrusted_reason(found)
+        if wrong:
+            raise InputError(host_path, f"the {what} {wrong}: gpuready does not act on a file "
+                             "another user could have written; refused, nothing touched; fix: "
+                             f"if its content is yours, chown {os.geteuid()} {host_path} && "
+                             f"chmod go-w {host_path}, else remove it")
+
     # -- reads ----------------------------------------------------------------------------------
 
     def read_bytes(self, host_path: Path | str, *, kind: FileKind) -> bytes:
@@ -514,6 +539,20 @@ class Node:
 
 
 HOST = Node("/", budget=False)  # the files a user names: each bounded by its own limit
+
+
+def untrusted_reason(found: os.stat_result) -> str | None:
+    """Why a file with this ``stat`` is not one gpuready may act on (owned by another user, or
+    writable by its group or others), in words with the uid and mode; None when it may."""
+    me = os.geteuid()
+    mode = stat.S_IMODE(found.st_mode)
+    if found.st_uid != me:
+        return f"is owned by uid {found.st_uid}, not by uid {me} that runs gpuready"
+    if mode & 0o022:
+        who = "its group and others" if mode & 0o022 == 0o022 else (
+            "its group" if mode & 0o020 else "others")
+        return f"has mode {mode:04o}: {who} may write it"
+    return None
 
 
 def _absolute(host_path: Path | str) -> str:

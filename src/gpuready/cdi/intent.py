@@ -8,9 +8,11 @@ it), with the SHA-256 of the spec it describes. ``cdi refresh`` regenerates from
 so a check of a node does not load what only writing a spec needs.
 
 A record is data, never an instruction: one whose fields the command line would refuse (a GPU
-count outside 1 to 255, a relative driver root, an unknown strategy or format) is as good as
-none. The inventory file is kept as an absolute path: the node's own path when it lies inside
-``--root`` (or on the node itself), else the host path, marked ``inventory_outside_root``.
+count outside 1 to 255, a relative driver root, an unknown strategy or format), or that another
+user could have written (not a regular file owned by the user running gpuready and writable by
+no one else), is as good as none to a reader; a command that writes refuses the latter. The
+inventory file is kept as an absolute path: the node's own path when it lies inside ``--root``
+(or on the node itself), else the host path, marked ``inventory_outside_root``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ MAX_GPUS = 255  # as ``--gpus`` takes it (/dev/nvidia255 is nvidiactl)
 # ``detected.source`` of a spec written with no GPU detected and no --gpus or inventory given
 # (setup's): one planned GPU, a placeholder, not a fact about the node
 PLACEHOLDER_SOURCE = "placeholder: no GPU detected"
+INTENT_WHAT = "CDI intent record"
 
 
 def sha256(text: str | None) -> str | None:
@@ -107,8 +110,11 @@ def load_intent(node: Node, spec: Path) -> dict[str, Any] | None:
     """The intent record of the spec at ``spec``; None when there is none or it is not one
     this version reads (a damaged record is as good as none: the spec is then judged alone).
 
-    The record's ``parsed`` item is its :class:`Intent`, the inventory named by host path."""
+    The record's ``parsed`` item is its :class:`Intent`, the inventory named by host path. A
+    record another user could have written is as good as none here too; a writer refuses it
+    first (:func:`require_trusted_intent`)."""
     try:
+        node.require_trusted(intent_path(spec), what=INTENT_WHAT)
         text = node.read_text_or_none(intent_path(spec), kind=FileKind.NODE_FACT)
     except InputError:
         return None
@@ -127,6 +133,13 @@ def load_intent(node: Node, spec: Path) -> dict[str, Any] | None:
     except (TypeError, ValueError):
         return None
     return record
+
+
+def require_trusted_intent(node: Node, spec: Path) -> None:
+    """Refuse (:class:`InputError`, exit 2) an intent record beside ``spec`` that another user
+    could have written, before a command regenerates from it or writes over it (the writer
+    keeps a file's owner and mode)."""
+    node.require_trusted(intent_path(spec), what=INTENT_WHAT)
 
 
 def parsed_intent(fields: dict[str, Any], node: Node) -> Intent:

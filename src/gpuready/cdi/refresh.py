@@ -41,6 +41,7 @@ from gpuready.cdi.intent import (  # noqa: F401  (the record's names, kept here 
     intent_path,
     load_intent,
     recorded_intent,
+    require_trusted_intent,
     sha256,
 )
 from gpuready.errors import ExitCode, InputError, UsageError
@@ -50,9 +51,11 @@ from gpuready.plan import Plan
 
 
 def render_intent(intent: Intent, *, spec: Path, text: str, found: Any,
-                  inventory_sha256: str | None, node: Node) -> str:
+                  inventory_sha256: str | None, node: Node,
+                  replaces: dict[str, str | None] | None = None) -> str:
     """The intent record's text for the spec ``text`` written at ``spec`` from ``found`` (the
-    generator's :class:`~gpuready.cdi.inventory.NodeInventory`)."""
+    generator's :class:`~gpuready.cdi.inventory.NodeInventory`); ``replaces``: the hashes of the
+    spec and of the intent record this refresh writes over (see :func:`write_refresh`)."""
     libraries = found.driver.libraries
     record = {
         "format": INTENT_FORMAT,
@@ -67,6 +70,8 @@ def render_intent(intent: Intent, *, spec: Path, text: str, found: Any,
             "library_dir": str(Path(libraries[0]).parent) if libraries else None,
         },
     }
+    if replaces is not None:
+        record["replaces"] = replaces
     return json.dumps(record, indent=2, sort_keys=True) + "\n"
 
 
@@ -115,6 +120,9 @@ class Refresh:
     verifiable: bool = True
     library_dir: str | None = None
     own: list[Path] = field(default_factory=list)  # written without a backup
+    # what the spec and its intent record held before this change (a killed refresh's, when
+    # this one finishes it): the hashes a kill between the two files is recognised by
+    replaces: dict[str, str | None] | None = None
 
     @property
     def needed(self) -> bool:
@@ -124,7 +132,15 @@ class Refresh:
     @property
     def spec_plan(self) -> Plan | None:
         """The spec's plan (None when the spec is fresh)."""
-        return self.plans[0] if self.plans else None
+        return next((plan for plan in self.plans if plan.path == self.target), None)
+
+    def write_order(self) -> list[Plan]:
+        """The plans in the order they are written: the intent record first, as a journal of
+        the spec it describes (its hash, and the hashes of the spec and record it replaces), so
+        that a run killed before the spec lands leaves a record the next refresh finishes from
+        (:func:`interrupted`); then the spec, then the records that list them."""
+        records = [plan for plan in self.plans if plan.path.name.endswith(INTENT_SUFFIX)]
+        return [*records, *(plan for plan in self.plans if plan not in records)]
 
     @property
     def exit_code(self) -> int:
@@ -183,19 +199,23 @@ def plan_refresh(request: RefreshRequest) -> Refresh:
         request = replace(request, inventory_path=os.path.abspath(request.inventory_path))
     node = Node(request.root)
     target = generate.output_path(node, request.output)
+    require_trusted_intent(node, target)
     before = node.read_text_or_none(target, kind=FileKind.CDI_SPEC)
     record = recorded_intent(node, target, before) if before is not None else None
-    intent = effective_intent(request, record)
+    pending = interrupted(node, target, before) if record is None else None
+    intent = effective_intent(request, record or pending)
     found = Refresh(target, intent)
+    _resume(found, node, record, pending, before)
     if before is None:
-        found.reasons.append(f"there is no spec at {target}")
+        if pending is None:
+            found.reasons.append(f"there is no spec at {target}")
     else:
         decoded = staleness.read_decoded(node, target)
         if decoded is None:
             raise InputError(target, "not a CDI spec gpuready can read; nothing written (see "
                              "'gpuready cdi validate'; 'gpuready cdi generate --force' replaces "
                              "it)")
-        if record is None and load_intent(node, target) is not None:
+        if record is None and pending is None and load_intent(node, target) is not None:
             found.notes.append(f"{intent_path(target)} describes another text of the spec "
                                "(rewritten since): the spec is judged alone")
         verdict = staleness.assess(node, target, decoded, intent=record)
@@ -205,19 +225,71 @@ def plan_refresh(request: RefreshRequest) -> Refresh:
         elif verdict.only_uvm:
             found.notes.append(f"{target}: " + verdict.reasons()[-1] + "; the spec is kept as "
                                "it is")
-        found.reasons += intent_changes(request, record, intent, node)
+        found.reasons += intent_changes(request, record or pending, intent, node)
         if record is None and request.given() and not found.reasons:
             found.reasons.append("no record of the intent it was generated with, and "
                                  f"{intent.described()} was given")
-        if record is None and found.needed and not request.force:
+        if record is None and pending is None and found.needed and not request.force:
             why = found.reasons[0]
             raise InputError(target, f"{why}, but no intent record of gpuready's describes it "
                              "(written by hand or by another tool): nothing written; "
                              "'gpuready cdi refresh --force' regenerates it")
     if not found.needed:
         return found
-    _plan_regeneration(found, request, node, before, record)
+    _plan_regeneration(found, request, node, before, record or pending)
     return found
+
+
+def _resume(found: Refresh, node: Node, record: dict[str, Any] | None,
+            pending: dict[str, Any] | None, text: str | None) -> None:
+    """Take up what a killed refresh left: the spec it did not write (``pending``, see
+    :func:`interrupted`), or ``setup``'s record it did not update (the spec and its ``record``
+    written)."""
+    if pending is not None:
+        found.replaces = pending["replaces"]
+        found.reasons.append(f"a refresh was killed after recording its intent "
+                             f"({pending['parsed'].described()}) and before writing the spec: "
+                             "finishing it")
+    elif record is not None and text is not None:
+        _finish_setup_record(found, node, record, text)
+
+
+def interrupted(node: Node, spec: Path, text: str | None) -> dict[str, Any] | None:
+    """The intent record of a refresh killed between its two files, or None.
+
+    :func:`write_refresh` writes the intent record first, with the SHA-256 of the spec it is
+    about to write and of the spec it replaces. A spec that still holds the replaced text (or
+    is still missing, when the killed run created it) next to such a record is the spec that
+    run was told to replace: gpuready wrote the record moments before, and nothing but that run
+    was to change the spec. A spec holding any other text (edited by hand since) is not
+    recognised, and is refused without ``--force`` as ever. This is why the record is written
+    first and not the spec: a spec alone carries no mark of gpuready's (no annotations on
+    ``cdiVersion`` 0.5.0, no comments in JSON), so a spec written before its record could not
+    be told from one written by hand."""
+    record = load_intent(node, spec)
+    replaces = record.get("replaces") if record else None
+    if not isinstance(replaces, dict) or "spec_sha256" not in replaces:
+        return None
+    if replaces["spec_sha256"] != sha256(text) or record.get("spec_sha256") == sha256(text):
+        return None
+    return record
+
+
+def _finish_setup_record(found: Refresh, node: Node, record: dict[str, Any],
+                         text: str) -> None:
+    """A refresh killed after the spec and its intent record, before ``setup``'s record: plan
+    that record's update (the spec and intent record as they are now), with a note saying so."""
+    replaces = record.get("replaces")
+    if not isinstance(replaces, dict):
+        return
+    path = intent_path(found.target)
+    intent_text = node.read_text_or_none(path, kind=FileKind.NODE_FACT)
+    files = [(found.target, text, text, replaces.get("spec_sha256")),
+             (path, intent_text, intent_text, replaces.get("record_sha256"))]
+    if _plan_setup_record(found, node, files):
+        found.notes.append(f"a refresh was killed before it updated setup's record: finishing "
+                           f"it ({found.plans[-1].path} lists {found.target} as rewritten, for "
+                           "'gpuready unconfigure')")
 
 
 def _plan_regeneration(found: Refresh, request: RefreshRequest, node: Node, before: str | None,
@@ -250,54 +322,71 @@ def _plan_regeneration(found: Refresh, request: RefreshRequest, node: Node, befo
                             f"regenerated from {intent.described()}: {summary}"
                             if before != prepared.text else
                             f"regenerating from {intent.described()} gives the same spec"))
+    path = intent_path(found.target)
+    old_record = node.read_text_or_none(path, kind=FileKind.NODE_FACT)
+    if found.replaces is None and before != prepared.text:
+        found.replaces = {"spec_sha256": sha256(before), "record_sha256": sha256(old_record)}
+    elif found.replaces is None and record is not None and isinstance(
+            record.get("replaces"), dict):  # the spec stays: so does what its record says
+        found.replaces = record["replaces"]
     record_text = render_intent(intent, spec=found.target, text=prepared.text, found=spec_found,
                                 inventory_sha256=inventory_digest(node, intent.inventory),
-                                node=node)
-    path = intent_path(found.target)
-    found.plans.append(Plan(path, node.read_text_or_none(path, kind=FileKind.NODE_FACT),
-                            record_text, "record the intent the spec was generated from"))
+                                node=node, replaces=found.replaces)
+    found.plans.append(Plan(path, old_record, record_text,
+                            "record the intent the spec was generated from"))
     new_record = json.loads(record_text)
     after = staleness.assess(node, found.target, _decoded(prepared.text, found.target),
                              intent=new_record)
     if after.regenerate:
         found.still_stale = after.reasons()
     found.own.append(path)
-    _plan_setup_record(found, node)
+    replaces = found.replaces or {}
+    _plan_setup_record(found, node, [
+        (plan.path, plan.before, plan.after,
+         replaces.get("spec_sha256" if plan is found.plans[0] else "record_sha256"))
+        for plan in found.plans])
 
 
-def _plan_setup_record(found: Refresh, node: Node) -> None:
+def _plan_setup_record(found: Refresh, node: Node,
+                       files: list[tuple[Path, str | None, str | None, str | None]]) -> bool:
     """When ``setup``'s record (beside the containerd config) lists the spec or its intent
-    record as a whole file holding what gpuready wrote, the record's plan (first), so that it
+    record as a whole file holding what gpuready wrote, the record's plan (last), so that it
     goes on describing the files as rewritten and ``unconfigure`` still takes them back. A spec
     the record says gpuready created is rewritten without a backup: ``unconfigure`` removes it,
-    and nothing of gpuready's is left beside it."""
+    and nothing of gpuready's is left beside it. True when the record is to change.
+
+    ``files``: each file's path, its text now and after this change, and the hash it had
+    before the refresh this one finishes (a killed run may have written the file and not the
+    record: the record still names that hash)."""
     from gpuready.containerd.record import load_record, record_path, render_record
 
     config = node.path(CONTAINERD_CONFIG)
     try:
         record = load_record(config, node=node)
     except InputError:
-        return  # a record gpuready cannot read: unconfigure refuses it and says why
+        return False  # a record gpuready cannot read: unconfigure refuses it and says why
     if record is None:
-        return
+        return False
     changed = False
-    for plan in found.plans:
-        entry = record["files"].get(str(plan.path))
-        if not (entry and entry.get("whole_file") and plan.changes
-                and entry.get("written") == sha256(plan.before)):
+    for path, before, after, replaced in files:
+        entry = record["files"].get(str(path))
+        written = entry.get("written") if entry else None
+        if not (entry and entry.get("whole_file") and written != sha256(after)
+                and written in {sha256(before), replaced} - {None}):
             continue
-        entry["written"] = sha256(plan.after)
+        entry["written"] = sha256(after)
         changed = True
-        if entry.get("original") is None and plan.path not in found.own:
-            found.own.append(plan.path)
+        if entry.get("original") is None and path not in found.own:
+            found.own.append(path)
     if not changed:
-        return
+        return False
     path = record_path(config)
     before = node.read_text_or_none(path, kind=FileKind.NODE_FACT)
     after = render_record(record, main=config, node=node)
     found.plans.append(Plan(path, before, after, "record the rewritten spec for "
                             "'gpuready unconfigure'"))
     found.own.append(path)
+    return True
 
 
 def _decoded(text: str, path: Path) -> dict[str, Any]:
@@ -317,7 +406,7 @@ def write_refresh(found: Refresh, *, node: Node, units: list[Plan] | None = None
     plans written."""
     from gpuready.changeset import apply_all, locked_all
 
-    plans = [*found.plans, *(units or [])]
+    plans = [*found.write_order(), *(units or [])]
     if not any(plan.changes for plan in plans):
         return []
     with locked_all([plan.path for plan in plans], node=node):
@@ -343,6 +432,7 @@ def intent_plan_for_generate(node: Node, prepared: generate.Prepared,
     output)."""
     if prepared.plan is None or prepared.found is None:
         return None
+    require_trusted_intent(node, prepared.plan.path)  # written over with its owner and mode
     inventory = None if request.inventory_path is None else os.path.abspath(
         request.inventory_path)
     intent = Intent(request.gpus, inventory, request.options.strategies,

@@ -12,6 +12,10 @@ Two units in ``/etc/systemd/system``:
   the driver's kernel module shows (``/proc/driver/nvidia/version``, ``/sys/module/nvidia``) are
   not watchable by inotify, so they are not watched.
 
+The service runs the node's own gpuready (:func:`unit_program`): ``--program`` (a node path),
+else the one installed under ``--root``; the path of the gpuready that writes the units is the
+node's only when that is the node itself (``/``).
+
 Both are written through the one safe writer and recorded, as whole files gpuready created, in
 a record of their own beside them (``gpuready-cdi-refresh.gpuready.json``, in the format of
 :mod:`gpuready.containerd.record`; systemd reads no ``.json`` file there), whatever the engine:
@@ -54,6 +58,40 @@ def entry_point() -> list[str]:
         if os.path.isfile(script) and os.access(script, os.X_OK):
             return [script]
     return [os.path.abspath(sys.executable), "-m", "gpuready"]
+
+
+# Where a node keeps gpuready when nothing says otherwise (pip's scripts, a package's), in order.
+NODE_PROGRAMS = ("/usr/local/bin/gpuready", "/usr/bin/gpuready")
+
+
+def unit_program(node: Node, program: str | None) -> list[str]:
+    """The command the ``.service`` unit starts, as the node will run it.
+
+    ``program`` (``--program``) is a node path: an executable file there under the root. Without
+    it, a node under ``--root`` runs the gpuready installed in it (:data:`NODE_PROGRAMS`): the
+    unit runs on that node, where the host's own gpuready path (a virtual environment, this
+    Python) means nothing. On ``/`` it is the gpuready that runs now (:func:`entry_point`).
+    Raises :class:`UsageError` (exit 2) for a program that is not there, or none found.
+    """
+    from gpuready.errors import InputError
+
+    if program is not None:
+        if not program.startswith("/") or any(ord(c) < 32 or ord(c) == 127 for c in program):
+            raise UsageError(f"--program {program!r}: give the absolute node path of gpuready "
+                             "on the node (inside --root)")
+        if not node.is_executable(node.path(program)):
+            raise InputError(node.path(program), f"--program {program}: no executable file "
+                             "there on the node; install gpuready there, or give the node path "
+                             "where it is")
+        return [program]
+    if node.is_host:
+        return entry_point()
+    for candidate in NODE_PROGRAMS:
+        if node.is_executable(node.path(candidate)):
+            return [candidate]
+    raise UsageError(f"--install-units --root {node.root}: no gpuready on the node "
+                     f"({' or '.join(NODE_PROGRAMS)}) for the unit's ExecStart=; install it "
+                     "there, or give --program PATH (its node path)")
 
 
 def exec_word(word: str) -> str:
@@ -115,9 +153,9 @@ def library_folder(found: Any, node: Node) -> str:
     return str(PurePosixPath(root, folder.lstrip("/"))) if root != "/" else folder
 
 
-def service_text(found: Any, node: Node) -> str:
-    """The ``.service`` unit."""
-    command = " ".join(exec_word(word) for word in entry_point() + refresh_arguments(found, node))
+def service_text(found: Any, node: Node, program: list[str]) -> str:
+    """The ``.service`` unit, running ``program`` (:func:`unit_program`)."""
+    command = " ".join(exec_word(word) for word in program + refresh_arguments(found, node))
     spec = node.node_path(found.target)
     return (
         "# Written by 'gpuready cdi refresh --install-units'; 'gpuready unconfigure' removes it.\n"
@@ -160,14 +198,17 @@ def record_file(node: Node) -> Path:
     return record_path(node.path(RECORD_OF))
 
 
-def plan_units(found: Any, node: Node) -> list[Plan]:
-    """The units' record's plan (first), then the ``.service`` and ``.path`` units' plans.
+def plan_units(found: Any, node: Node, *, program: list[str]) -> list[Plan]:
+    """The units' record's plan (first), then the ``.service`` and ``.path`` units' plans; the
+    service runs ``program`` (:func:`unit_program`).
 
-    Raises :class:`InputError` when the record is there but not one gpuready can read."""
+    Raises :class:`InputError` when the record is there but not one gpuready can read, or not
+    one gpuready can trust."""
     from gpuready.containerd.record import load_record, record_changes, render_record
 
     plans = []
-    for unit, text in ((SERVICE, service_text(found, node)), (PATH_UNIT, path_text(found, node))):
+    for unit, text in ((SERVICE, service_text(found, node, program)),
+                       (PATH_UNIT, path_text(found, node))):
         path = node.path(unit)
         before = node.read_text_or_none(path, kind=FileKind.CONFIG)
         summary = "unit unchanged" if before == text else (

@@ -69,13 +69,16 @@ regenerate: load the module (nvidia-modprobe -u -c=0).
 --install-units writes /etc/systemd/system/gpuready-cdi-refresh.service (runs this refresh at
 boot before containerd, Docker and CRI-O) and gpuready-cdi-refresh.path (runs it when
 /lib/modules/<kernel>/modules.dep or the driver's library folder changes), recorded beside them
-for 'gpuready unconfigure' (any engine). Enable them with systemctl.
+for 'gpuready unconfigure' (any engine). Enable them with systemctl. The unit runs the node's
+own gpuready: --program PATH (a node path, under --root), else the one on the node
+(/usr/local/bin/gpuready, /usr/bin/gpuready); with no --root, the gpuready that runs now.
 
 examples:
   gpuready cdi refresh
   gpuready cdi refresh --dry-run
   gpuready cdi refresh --gpus 8 --format json
   gpuready cdi refresh --install-units
+  gpuready cdi refresh --install-units --root /mnt/node-image --program /opt/bin/gpuready
 """
 
 LIST_EPILOG = """\
@@ -183,6 +186,10 @@ def _register_refresh(actions) -> None:
     parser.add_argument("--install-units", action="store_true",
                         help="also write the systemd .path and .service units that run this "
                         "refresh when the driver changes and at boot")
+    parser.add_argument("--program", metavar="PATH",
+                        help="with --install-units: the node path of the gpuready the unit runs "
+                        "(default: the node's /usr/local/bin/gpuready or /usr/bin/gpuready; "
+                        "with no --root, this gpuready)")
     common.add_format(parser)
     common.add_dry_run(parser)
     parser.set_defaults(handler=run_refresh)
@@ -281,17 +288,21 @@ def run_generate(request: requests.CdiGenerate) -> int:
 def run_refresh(request: requests.CdiRefresh) -> int:
     """Regenerate the spec when it is stale or its intent changed; install the units."""
     from gpuready.cdi import refresh, units
+    from gpuready.errors import UsageError
     from gpuready.node import Node
 
+    if request.program is not None and not request.install_units:
+        raise UsageError("--program names what the units run: give it with --install-units")
     wanted = refresh.RefreshRequest(
         request.root, output=request.output, gpus=request.gpus, inventory_path=request.inventory,
         strategies=tuple(request.device_name_strategy) if request.device_name_strategy else None,
         hooks=request.hooks, driver_root=request.driver_root,
         use_nvml=False if request.no_nvml else None, force=request.force)
-    found = refresh.plan_refresh(wanted)
     node = Node(request.root)
+    program = units.unit_program(node, request.program) if request.install_units else []
+    found = refresh.plan_refresh(wanted)
     # everything is planned before anything is written, and written as one change
-    unit_plans = units.plan_units(found, node) if request.install_units else []
+    unit_plans = units.plan_units(found, node, program=program) if request.install_units else []
     written = []
     if not request.dry_run:
         written = refresh.write_refresh(found, node=node, units=unit_plans,

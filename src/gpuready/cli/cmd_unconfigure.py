@@ -89,6 +89,7 @@ def run(request: requests.Unconfigure) -> int:
     from gpuready.workflow.daytwo import plan_unconfigure_node, write
 
     daytwo.check_restart_options(request)
+    require_units_record(request)
     engine = common.engine_name(request, config=request.config)
     if engine != "containerd":
         from gpuready.cli import engine_cli
@@ -213,6 +214,18 @@ def unconfigure_owned(request: requests.Unconfigure, detection, targets) -> int:
     if not plans and request.format != "json":
         print(report["summary"])
     return 0
+
+
+def require_units_record(request: requests.Unconfigure) -> None:
+    """Refuse, before the engine's step writes anything, a record of the units that
+    :func:`unconfigure_units` would refuse after it (not valid, or one another user could have
+    written): the command then changes nothing at all."""
+    from gpuready.cdi import units
+    from gpuready.node import Node
+
+    node = Node(request.root)
+    if node.lexists(units.record_file(node)):
+        units.plan_removal(node)  # reads and checks only
 
 
 def unconfigure_units(request: requests.Unconfigure, code: int) -> int:

@@ -262,6 +262,7 @@ class CdiRefresh(NamedTuple):
     no_nvml: bool
     force: bool
     install_units: bool
+    program: str | None  # the node path the units run (None: the gpuready found in the node)
     format: str
     dry_run: bool
 

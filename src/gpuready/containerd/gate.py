@@ -48,13 +48,17 @@ class Intent(NamedTuple):
     runtimes the change takes away on purpose (unconfigure); ``confirmed``: the operator passed
     the confirmation for changes to the default runtime; ``restores``: the change gives the
     operator's own settings back (unconfigure), so a CRI plugin the operator had disabled may be
-    disabled again.
+    disabled again, the default runtime may become one of ``defaults`` again (what gpuready's
+    record says it was before gpuready changed it), and a default runtime among ``removes`` may
+    get its own settings back. Any other change of the default is refused for a restore too: a
+    backup is a file on the node, and what it holds is judged like any other write.
     """
 
     adds: str | None = None
     removes: frozenset[str] = frozenset()
     confirmed: bool = False
     restores: bool = False
+    defaults: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -168,11 +172,13 @@ def judge(before: Loaded | None, after: Loaded, intent: Intent) -> list[str]:
     if intent.adds and usable(after) and intent.adds not in after.runtimes:
         reasons.append(f"runtime {intent.adds!r} would not be loaded")
     # giving back what was there before gpuready (unconfigure) may change the default runtime
-    # back too: that is the point of it
-    if not intent.confirmed and not intent.restores and before is not None:
+    # back to what the record says it was: that is the point of it; to anything else, not
+    if not intent.confirmed and before is not None:
         if usable(before) and usable(after):
-            reasons += _default_changes(before, after)
-        reasons += _taken_over(before, after, intent)
+            reasons += (_restored_default_changes(before, after, intent) if intent.restores
+                        else _default_changes(before, after))
+        if not intent.restores:
+            reasons += _taken_over(before, after, intent)
     return reasons
 
 
@@ -194,13 +200,46 @@ def _default_changes(before: Loaded, after: Loaded) -> list[str]:
         return [f"default_runtime_name would change from {before.default_runtime!r} to "
                 f"{name!r}: every pod would run through it (pass {CONFIRM_FLAG} if that is "
                 "meant)"]
-    old = without_zero_values(_as_decoded(before.runtimes.get(name, {})))
-    new = without_zero_values(_as_decoded(after.runtimes.get(name, {})))
-    if old == new:
+    changed = _default_runtime_changes(before, after)
+    if not changed:
         return []
-    changed = sorted(_changed_keys(old, new))
     return [f"how the default runtime {name!r} runs would change ({', '.join(changed)}): every "
             f"pod on the node would be affected (pass {CONFIRM_FLAG} if that is meant)"]
+
+
+def _default_runtime_changes(before: Loaded, after: Loaded) -> list[str]:
+    """The settings of the default runtime (the same name before and after) that change."""
+    name = after.default_runtime
+    old = without_zero_values(_as_decoded(before.runtimes.get(name, {})))
+    new = without_zero_values(_as_decoded(after.runtimes.get(name, {})))
+    return [] if old == new else sorted(_changed_keys(old, new))
+
+
+def _restored_default_changes(before: Loaded, after: Loaded, intent: Intent) -> list[str]:
+    """:func:`_default_changes` for a restore: the default may become what the record says it
+    was before gpuready (``intent.defaults``), and a runtime gpuready changed (``removes``) may
+    run as it did; any other change comes from a backup or an edit gpuready did not make."""
+    name, now = after.default_runtime, before.default_runtime
+    unmade = ("gpuready's record does not say the node had it (restore the file by hand if "
+              "that is meant)")
+    if name != now:
+        if name in intent.defaults:
+            return []
+        return [f"giving the file back would make {name!r} the default runtime instead of "
+                f"{now!r}, and every pod would run through it: {unmade}"]
+    changed = [] if name in intent.removes else _default_runtime_changes(before, after)
+    if not changed or _built_in(after, name):
+        return []  # the line's own runtime: a file gpuready created is gone, nothing replaces it
+    return [f"giving the file back would change how the default runtime {name!r} runs "
+            f"({', '.join(changed)}), for every pod on the node: {unmade}"]
+
+
+def _built_in(loaded: Loaded, name: str) -> bool:
+    """True when runtime ``name`` runs in ``loaded`` as the line runs it with no config file
+    (its recorded defaults): what is left once gpuready's files are gone."""
+    alone = build([(Path("config.toml"), {})], loaded.line)
+    return without_zero_values(_as_decoded(alone.runtimes.get(name, {}))) == \
+        without_zero_values(_as_decoded(loaded.runtimes.get(name, {})))
 
 
 def _as_decoded(value: Any) -> Any:

@@ -29,9 +29,11 @@ folder copied or moved elsewhere is undone in place. The one exception is a main
 outside the root on the command line: it is named by its host path, and only it. ``format`` 1
 records (host paths) still load while every path they name lies inside the root.
 
-A record is data, never an instruction: :func:`load_record` checks its schema and types, that
-each path is the main config or lies inside the root, is absolute and not gpuready's own backup
-or record, and refuses any other record with the reason, before anything is touched.
+A record is data, never an instruction: :func:`load_record` checks that it is a regular file
+owned by the user running gpuready and writable by no one else (as the ``--restart`` journal),
+its schema and types, that each path is the main config or lies inside the root, is absolute and
+not gpuready's own backup or record, and refuses any other record with the reason, before
+anything is touched.
 
 On a node whose containerd belongs to an owner (k3s, RKE2, k0s, MicroK8s) the main file is the
 owner's input that ``configure`` or ``setup`` wrote (a template, a k0s drop-in): the record sits
@@ -104,8 +106,10 @@ def sha256(text: str | None) -> str | None:
 
 def load_record(main: Path, *, node: Node) -> dict[str, Any] | None:
     """The record of ``main`` with its files named by host path, or None when gpuready has
-    recorded nothing there. A record that fails any check is refused (:class:`InputError`)."""
+    recorded nothing there. A record that fails any check, or that another user could have
+    written (:meth:`~gpuready.node.Node.require_trusted`), is refused (:class:`InputError`)."""
     path = record_path(main)
+    node.require_trusted(path, what="gpuready record")  # unconfigure restores what it says
     text = node.read_text_or_none(path, kind=FileKind.NODE_FACT)
     if text is None:
         return None
@@ -156,6 +160,14 @@ def record_name(path: Path, *, main: Path, node: Node) -> str:
     if node.is_host or not node.contains(absolute):
         return absolute
     return str(node.node_path(absolute))
+
+
+def read_backup(backup: Path, *, node: Node) -> str | None:
+    """The text of gpuready's backup at ``backup`` (None: there is none), refused
+    (:class:`InputError`) when another user could have written it: restoring it puts its bytes
+    into a file the node runs on."""
+    node.require_trusted(backup, what="backup")
+    return node.read_text_or_none(backup, kind=FileKind.CONFIG)
 
 
 class _Refused(Exception):

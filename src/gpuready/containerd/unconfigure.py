@@ -39,7 +39,13 @@ from gpuready.containerd.edit import (
     set_value,
 )
 from gpuready.containerd.layout import scan
-from gpuready.containerd.record import load_record, record_path, render_record, sha256
+from gpuready.containerd.record import (
+    load_record,
+    read_backup,
+    record_path,
+    render_record,
+    sha256,
+)
 from gpuready.containerd.versions import KeyPath, render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.fsio import backup_path
@@ -261,7 +267,7 @@ def plan_file(
         if entry.get("original") is None:
             return [Plan(path, current, None, _removal(entry)),
                     *created_backup(path, node=node)]
-        original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+        original = read_backup(backup, node=node)
         if sha256(original) == entry.get("original"):
             return [
                 Plan(path, current, original, "restore the original, byte for byte"),
@@ -271,7 +277,7 @@ def plan_file(
         # already the original (restored by a run that stopped before it removed the backup, or
         # by hand): only the backup is left to go
         plans = [Plan(path, current, current, "already the original")]
-        original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+        original = read_backup(backup, node=node)
         if original == current:
             plans.append(Plan(backup, original, None,
                               "remove the backup (the file is the original again)"))
@@ -283,7 +289,7 @@ def plan_file(
         # the drop-in gpuready created, rewritten since (``migrate``): nothing but its version
         # is left, so it goes, with the backup of gpuready's own text that the rewrite kept
         plans = [Plan(path, current, None, "remove the drop-in gpuready wrote (rewritten since)")]
-        kept = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+        kept = read_backup(backup, node=node)
         if kept is not None and sha256(kept) == entry.get("written"):
             plans.append(Plan(backup, kept, None, "remove the backup of gpuready's drop-in"))
         return plans

@@ -234,12 +234,11 @@ def _take_back_one(path: Path, record: dict, name: str, current: str | None,
 def _restore(path: Path, current: str, entry: dict, *, node: Node) -> list[Plan] | None:
     """The plans giving back the original of ``path`` (and removing its backup), or None when
     the file no longer holds what gpuready wrote or its original is no longer in the backup."""
-    from gpuready.containerd.record import sha256
+    from gpuready.containerd.record import read_backup, sha256
     from gpuready.fsio import backup_path
-    from gpuready.node import FileKind
 
     backup = backup_path(node.writable(path))  # the writer keeps it beside the link's target
-    original = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+    original = read_backup(backup, node=node)
     drop = [Plan(backup, original, None, "remove the backup (the file is the original again)")]
     if sha256(current) == entry["written"]:
         if entry["original"] is None:

@@ -127,12 +127,29 @@ def plan_unconfigure_node(node: NodeConfig, *, runtime: str | None = None) -> li
     if node.line is None or not plans or not node.node.is_file(node.config):
         return plans
     record = load_record(node.config, node=node.node) or {"settings": []}
-    removes = frozenset(setting.get("name") for setting in record["settings"]
-                        if setting.get("kind") == "runtime" and setting.get("name")
-                        and runtime in (None, setting.get("name")))
-    intent = Intent(removes=removes, restores=True)
+    intent = restore_intent(record, runtime=runtime)
     return with_link_notes(guarded(plans, Guard(node.config, node.root, node.line, intent)),
                            node=node.node)
+
+
+def restore_intent(record: dict, *, runtime: str | None = None) -> Intent:
+    """What ``unconfigure`` may do to containerd's runtimes, as gpuready's (loaded) record says:
+    take away the runtimes it registered or changed (only ``runtime`` when one is named), and
+    give the default runtime back its value from before gpuready (``runc``, every line's
+    default, where it was unset)."""
+    settings = record.get("settings", [])
+    removes = frozenset(setting.get("name") for setting in settings
+                        if setting.get("kind") == "runtime" and setting.get("name")
+                        and runtime in (None, setting.get("name")))
+    defaults = frozenset(_named(setting.get("previous")) for setting in settings
+                         if setting.get("kind") == "default_runtime_name")
+    return Intent(removes=removes, restores=True, defaults=defaults)
+
+
+def _named(previous: object) -> str:
+    """The default runtime a recorded ``default_runtime_name`` had: its value, or ``runc``
+    (containerd's default) where it was unset."""
+    return previous if isinstance(previous, str) and previous else "runc"
 
 
 def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:

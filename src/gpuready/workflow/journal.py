@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -185,7 +184,7 @@ def load(node: Node, config: Path) -> Journal | None:
     path = journal_path(config)
     if not node.lexists(path):
         return None
-    _require_trusted(node, path)
+    node.require_trusted(path, what="transaction journal")  # finishing it restores files
     try:
         data = json.loads(node.read_bytes(path, kind=JOURNAL_KIND))  # type: ignore[arg-type]
     except (ValueError, RecursionError):
@@ -205,23 +204,6 @@ def load(node: Node, config: Path) -> Journal | None:
                          f"{here or 'none'}): refused, nothing touched; compare the files it "
                          "lists, then remove it")
     return journal
-
-
-def _require_trusted(node: Node, path: Path) -> None:
-    """Refuse a journal another user could have written: finishing it puts its texts back into
-    the node's files."""
-    found = node.lstat(path)
-    if found is None or not _is_regular(found):
-        raise InputError(path, "the transaction journal is not a regular file; refused")
-    if found.st_uid != os.geteuid() or found.st_mode & 0o022:
-        raise InputError(path, "the transaction journal is not owned by this user, or others "
-                         "may write it: gpuready does not act on it; refused")
-
-
-def _is_regular(found: os.stat_result) -> bool:
-    import stat
-
-    return stat.S_ISREG(found.st_mode)
 
 
 def _parse(data: Any) -> Journal:

@@ -471,8 +471,9 @@ def stage_new_cdi_spec(node: Node, spec, staging, *, gpus: int | None) -> bool:
     """Stage a CDI spec for this node's NVIDIA GPUs, or for ``gpus`` planned ones (one when none
     are visible and no number is given: a placeholder, and then True), with the intent record
     beside it that ``gpuready cdi refresh`` regenerates it from."""
-    from gpuready.cdi.refresh import intent_path, setup_spec
+    from gpuready.cdi.refresh import intent_path, require_trusted_intent, setup_spec
 
+    require_trusted_intent(node, spec)  # written over with its owner and mode
     text, intent, placeholder = setup_spec(node, spec, gpus=gpus)
     staging.write(spec, text, "CDI spec")
     staging.write(intent_path(spec), intent, "CDI spec's intent")

@@ -64,16 +64,15 @@ def plan_leftovers(path: Path, plans: list[Plan], *, node: Node) -> list[Plan]:
     makes the backup, that new one. A backup the operator put there, or one with other content,
     stays. Without a record there is nothing to go by, and nothing is removed.
     """
-    from gpuready.containerd.record import load_record, sha256
+    from gpuready.containerd.record import load_record, read_backup, sha256
     from gpuready.fsio import backup_path
-    from gpuready.node import FileKind
 
     record = load_record(path, node=node)
     entry = None if record is None else record["files"].get(str(path))
     backup = backup_path(node.writable(path))
     if entry is None or any(plan.path == backup for plan in plans):
         return plans
-    kept = node.read_text_or_none(backup, kind=FileKind.CONFIG)
+    kept = read_backup(backup, node=node)
     edit = plans[0]
     if kept is None:
         writes = edit.changes and edit.before is not None and edit.after is not None
