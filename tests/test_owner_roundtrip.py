@@ -215,6 +215,11 @@ def test_unconfigure_restart_on_an_owners_input_is_refused_before_anything_chang
     root = node(tmp_path, "k3s")
     assert run_cli("configure", "--root", str(root)).code == 0
     configured = tree(root)
-    result = run_cli("unconfigure", "--root", str(root), "--restart")
+    result = run_cli("unconfigure", "--root", str(root), "--restart", "--restart-command", "true")
     assert result.code == 2 and "systemctl restart k3s" in result.err, result.out + result.err
+    assert tree(root) == configured
+    # without --restart-command, a restart under --root is refused first: this machine's
+    # containerd is not the tree's
+    bare = run_cli("unconfigure", "--root", str(root), "--restart")
+    assert bare.code == 2 and "--restart-command" in bare.err, bare.out + bare.err
     assert tree(root) == configured
