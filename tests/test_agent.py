@@ -254,3 +254,71 @@ def test_settings_inside_the_root_are_refused(tmp_path):
     (root / "etc/settings.yaml").write_text("runtime_name: nvidia\n")
     result = run_cli("agent", "--root", str(root), "--settings", str(root / "etc/settings.yaml"))
     assert result.code == 2 and "lies inside --root" in result.err, result.err
+
+
+# -- restart: {method: systemd} -----------------------------------------------------------------
+
+STANDIN_SYSTEMD = """\
+# A stand-in for systemd's manager on a test bus (no systemd runs as PID 1 here): it owns
+# org.freedesktop.systemd1, records each RestartUnit call, restarts the test's containerd as
+# systemd would restart the unit, and answers with a job path; any other call (the agent's
+# poll of the job) is answered UnknownObject, as systemd answers for a finished job.
+import json, subprocess, sys
+from jeepney import HeaderFields, MessageType, new_error, new_method_return
+from jeepney.bus_messages import message_bus
+from jeepney.io.blocking import open_dbus_connection
+
+address, record, restart = sys.argv[1], sys.argv[2], sys.argv[3:]
+with open_dbus_connection(bus=address) as connection:
+    connection.send_and_get_reply(message_bus.RequestName("org.freedesktop.systemd1"))
+    print("ready", flush=True)
+    while True:
+        message = connection.receive()
+        if message.header.message_type != MessageType.method_call:
+            continue
+        fields = message.header.fields
+        if fields.get(HeaderFields.member) == "RestartUnit" and fields.get(
+                HeaderFields.interface) == "org.freedesktop.systemd1.Manager":
+            with open(record, "a") as handle:
+                handle.write(json.dumps(list(message.body)) + "\\n")
+            subprocess.run(restart, check=True)
+            connection.send(new_method_return(message, "o", ("/org/freedesktop/systemd1/job/7",)))
+        else:
+            connection.send(new_error(message, "org.freedesktop.DBus.Error.UnknownObject"))
+"""
+
+
+def test_method_systemd_calls_restartunit_on_the_nodes_bus(node, tmp_path):
+    """``restart: {method: systemd}``: RestartUnit("containerd.service", "replace") on the bus
+    at the tree's /run/dbus/system_bus_socket. The bus is Debian's dbus-daemon and the manager a
+    stand-in service that records the call and restarts the test's containerd (no systemd runs
+    here): the call it records is the agent's only restart."""
+    require(binaries=("dbus-daemon",))
+    bus = node.root / "run/dbus/system_bus_socket"
+    bus.parent.mkdir(parents=True)
+    daemon = subprocess.Popen(["dbus-daemon", "--session", "--nofork", "--print-address",
+                               f"--address=unix:path={bus}"],
+                              stdout=subprocess.PIPE, text=True)
+    standin = None
+    try:
+        daemon.stdout.readline()  # the address: the bus listens
+        record = tmp_path / "restartunit.jsonl"
+        script = tmp_path / "systemd_standin.py"
+        script.write_text(STANDIN_SYSTEMD)
+        standin = subprocess.Popen([sys.executable, str(script), f"unix:path={bus}",
+                                    str(record), *shlex.split(node.daemon.restart_command)],
+                                   stdout=subprocess.PIPE, text=True)
+        assert standin.stdout.readline().strip() == "ready"
+        write_settings(node, restart={"method": "systemd"})
+        agent = AgentProcess(node)
+        assert agent.wait_for("pass:").startswith("pass: ready"), "\n".join(agent.lines)
+        calls = [yaml.safe_load(line) for line in record.read_text().splitlines()]
+        assert calls == [["containerd.service", "replace"]]
+        assert agent.restarts_metric() == 1.0
+        assert agent.get("/readyz")[0] == 200
+        agent.terminate()
+    finally:
+        for process in (standin, daemon):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=10)
