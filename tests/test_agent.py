@@ -322,3 +322,32 @@ def test_method_systemd_calls_restartunit_on_the_nodes_bus(node, tmp_path):
             if process is not None:
                 process.terminate()
                 process.wait(timeout=10)
+
+
+@pytest.mark.parametrize(("marker", "force", "owner"), [
+    ("usr/local/nvidia/toolkit/nvidia-container-runtime", True, "gpu-operator"),
+    ("etc/containerd/cri-base.json", False, "kubespray"),
+])
+def test_an_owner_not_to_fight_is_reported_not_edited(tmp_path, marker, force, owner):
+    """The GPU Operator's toolkit on the node (even with force: true) and kubespray without
+    force: the pass reports, writes no config and restarts nothing; the labels say so."""
+    root = tmp_path / "node"
+    config = root / "etc/containerd/config.toml"
+    config.parent.mkdir(parents=True)
+    text = (REPO / "tests/data/containerd/lab-base.toml").read_text()
+    config.write_text(text)
+    (root / marker).parent.mkdir(parents=True, exist_ok=True)
+    (root / marker).write_text("")
+    work = tmp_path / "work"
+    work.mkdir()
+    made = Node(root, work, daemon=None)
+    write_settings(made, force=force, restart={"method": "command", "command": [
+        sys.executable, "-c", f"open({str(made.count_file)!r}, 'a').write('x')"]})
+    agent = AgentProcess(made)
+    line = agent.wait_for("pass:")
+    assert line.startswith("pass: reported") and "not edited" in line, line
+    assert config.read_text() == text and made.restarts == 0
+    assert made.features()["gpuready.io/runtime.nvidia"] == "reported"
+    assert made.features()["gpuready.io/owner"] == owner
+    assert agent.get("/readyz")[0] == 503
+    agent.terminate()
