@@ -128,6 +128,7 @@ LAYERS: dict[str, int] = {
     # -- 6 reporting
     "gpuready.reporting": REPORTING,
     "gpuready.cdi.report": REPORTING,  # cdi validate and cdi list, rendered
+    "gpuready.agent": REPORTING,  # the cluster agent: workflows in a loop, its reports served
     # -- 7 the command line: the one place that prints and exits
     "gpuready.cli": CLI,
     "gpuready.__main__": CLI,

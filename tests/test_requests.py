@@ -117,7 +117,8 @@ def test_every_option_reaches_the_commands_request(words, parser):
     """Each option the parser takes is a field of the request its command runs with: an option
     added without one fails here, not on a node."""
     module = importlib.import_module(next(c.module for c in COMMANDS if c.name == words[0]))
-    required = {"audit": ["somewhere"], "migrate": ["--to", "3"]}.get(words[0], [])
+    required = {"audit": ["somewhere"], "migrate": ["--to", "3"],
+                "agent": ["--root", "/host", "--settings", "settings.yaml"]}.get(words[0], [])
     args = build_parser().parse_args([*words, *required])
     request = module.request_from(args)
     assert isinstance(request, tuple) and hasattr(request, "_fields")

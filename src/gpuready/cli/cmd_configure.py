@@ -226,64 +226,31 @@ def run_day_two(request: requests.Configure, change) -> int:
 
 def run_for_owner(request: requests.Configure, change) -> int:
     """The runtime where the node's owner reads it; a config edited in place gets a record of
-    what gpuready added, for ``unconfigure``."""
-    import dataclasses
+    what gpuready added, for ``unconfigure`` (planned by
+    :func:`gpuready.workflow.owner_change.plan_owner_change`, which ``gpuready agent`` runs too)."""
     from pathlib import Path
 
     from gpuready.changeset import check, link_notes
     from gpuready.cli import daytwo
-    from gpuready.containerd.keep_default import keep_default_runtime, repair_plans
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
-    from gpuready.owners.configure import plan_for_owner
-    from gpuready.owners.records import view_for
-    from gpuready.owners.table import EditKind
-    from gpuready.workflow.daytwo import NodeConfig, plan_record, write
+    from gpuready.workflow.daytwo import NodeConfig, write
+    from gpuready.workflow.owner_change import plan_owner_change
 
     node = Node(request.root)
     detection = common.detect_owner(request)
     daytwo.finish_pending(request)
 
     def plan():
-        return plan_for_owner(detection, node=node, request=change, force=request.force,
-                              config=Path(request.config) if request.config else None)
+        return plan_owner_change(detection, node=node, change=change, force=request.force,
+                                 config=Path(request.config) if request.config else None,
+                                 containerd_version=request.containerd_version)
 
-    owned = plan()
-    # a config containerd reads as it is gets the never-break gate; an owner's input (template,
-    # drop-in) is judged as the owner renders it (without_effect below)
-    in_place = bool(request.config or request.force) or detection.owner.edit is EditKind.IN_PLACE
-    with locked(owned.target, node=node):  # plan again under the lock: it may have changed
-        owned = plan()
-        plans = [owned.plan] if owned.plan is not None else []
+    first = plan()
+    with locked(first.owned.target, node=node):  # plan again under the lock: it may have changed
+        planned = plan()
+        owned, plans, repairs = planned.owned, planned.plans, planned.repairs
         target = NodeConfig(owned.target, node.root, major=1)
-        guard = _owner_guard(request, owned, change, node=node) if in_place and plans else None
-        repairs, shadowed = [], ""
-        if guard is not None:
-            # a node another tool broke, where the repair is lines added (the model's cause)
-            repairs = repair_plans(plans, guard)
-            shadowed = _shadowed_by(plans, repairs, guard, target=owned.target)
-            if shadowed:
-                plans = []  # never "registered" where containerd runs another file's table
-                owned = owned._replace(plan=dataclasses.replace(
-                    owned.plan, after=owned.plan.before, notes=(),
-                    summary=f"runtime {change.runtime.name} not registered here"))
-                if not repairs:
-                    from gpuready.containerd.gate import RefusedError
-
-                    raise RefusedError(f"{owned.target}: refusing the change: {shadowed}; "
-                                       "nothing written")
-            else:
-                plans = keep_default_runtime(plans, guard, beside=change.runtime.name)
-                added = tuple(note for note in plans[0].notes if note not in owned.notes)
-                owned = owned._replace(plan=plans[0], notes=(*owned.notes, *added))
-        if plans:  # the record beside the file written, where unconfigure finds it
-            # the repair is not gpuready's to take back: written, never recorded
-            plans.append(plan_record(target, plans, request=change, drop_in=None,
-                                     folders=not in_place,
-                                     view=None if in_place else view_for(detection.owner)))
-            plans[-1:-1] = repairs
-        elif repairs:
-            plans = list(repairs)
         if request.dry_run:
             check(plans)  # the verdict a real run would meet
         split_links = link_notes(plans, node=node)  # before the write replaces the file
@@ -292,8 +259,8 @@ def run_for_owner(request: requests.Configure, change) -> int:
     changed = written and written[0].path == owned.target
     without_effect = _without_effect(owned.plan, owned.target, node=node,
                                      runtime_name=request.runtime_name) if owned.plan else []
-    if guard is not None and shadowed:
-        without_effect.append(shadowed)
+    if planned.shadowed:
+        without_effect.append(planned.shadowed)
     findings = _findings(request, owned.plan, node=node, config=owned.target) if owned.plan \
         else []
     if findings:  # the node's one cgroup verdict is the finding: no second one as a note
@@ -324,44 +291,6 @@ def run_for_owner(request: requests.Configure, change) -> int:
 
     print_configure_report(report, dry_run=request.dry_run, as_json=request.format == "json")
     return 1 if without_effect or findings else 0
-
-
-def _shadowed_by(plans, repairs, guard, *, target) -> str:
-    """Why the registration planned in ``target`` would not be what containerd runs (empty
-    when it would): on 1.x a later file's CRI table replaces the target's whole."""
-    from gpuready.containerd.effective import same_file
-    from gpuready.containerd.provenance import cri_table_file
-
-    if not guard.line.line.maps_replace_defaults or not any(plan.changes for plan in plans):
-        return ""  # 2.x merges every file key by key: nothing to judge (no verdict computed)
-    after = guard.verdict([*plans, *repairs], ask_installed=False).after
-    winner = cri_table_file(after.sources, guard.line.major)
-    if winner is None or same_file(winner, target):
-        return ""
-    return (f"the runtime's table in {target} would not take effect: {winner} holds the CRI "
-            f"table too, and {guard.line.line} replaces the whole table from the later file; "
-            f"write it there: gpuready configure --drop-in {_node_path(guard, winner)}")
-
-
-def _node_path(guard, path) -> str:
-    """``path`` as the node names it (relative to the guard's root)."""
-    from gpuready.node import Node
-
-    node = Node(guard.root)
-    return str(node.node_path(path)) if node.contains(path) else str(path)
-
-
-def _owner_guard(request: requests.Configure, owned, change, *, node):
-    """The never-break gate for a config edited in place: containerd reads it as it is."""
-    from gpuready.containerd.gate import Guard, Intent
-    from gpuready.containerd.lines import node_line
-    from gpuready.containerd.model import file_version
-
-    line = node_line(root=node.root, flag=request.containerd_version,
-                     config_version=file_version(owned.plan.before))
-    return Guard(owned.target, node.root, line,
-                 Intent(adds=change.runtime.name,
-                        confirmed=change.runtime.default_confirmed))
 
 
 def _without_effect(plan, path, *, node, runtime_name: str) -> list[str]:

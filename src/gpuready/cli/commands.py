@@ -40,6 +40,8 @@ COMMANDS: tuple[Command, ...] = (
             "validate, generate and list CDI specs (no GPU needed)"),
     Command("verify", "gpuready.cli.cmd_verify",
             "prove that the running containerd serves the GPU runtime handler"),
+    Command("agent", "gpuready.cli.cmd_agent",
+            "keep a node configured and verified from a DaemonSet pod, with health and labels"),
 )
 
 BY_NAME = {command.name: command for command in COMMANDS}

@@ -291,12 +291,20 @@ class Verify(NamedTuple):
     engine_address_flag: str | None = None
 
 
+class Agent(NamedTuple):
+    """``gpuready agent``: the node agent of the DaemonSet."""
+
+    root: str
+    settings: str  # this run's own file, outside the root: never a node path
+    listen: str
+
+
 # What the helpers several commands share take: the requests with ``--restart``'s options, and
 # any request (a helper reads only the fields every request it is given has, or asks with
 # ``getattr`` and a default for one that some commands lack).
 Restartable = Union[Configure, Unconfigure, Migrate]
 AnyRequest = Union[Setup, Configure, Unconfigure, ShowConfig, Migrate, Check, Lint, Doctor,
-                   Audit, Rules, CdiScan, CdiGenerate, CdiRefresh, Verify]
+                   Audit, Rules, CdiScan, CdiGenerate, CdiRefresh, Verify, Agent]
 
 
 # The fields that name a file of the node, and whether the command wants them as node paths

@@ -1,0 +1,2 @@
+"""gpuready agent: keep a node configured and verified from a DaemonSet pod (see
+:mod:`gpuready.agent.service`)."""
