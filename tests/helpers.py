@@ -103,3 +103,13 @@ def socket_in_root(root: Path, address: str,
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(address[len("unix://"):] if address.startswith("unix://") else address)
     return "unix://" + node_path
+
+
+def into_root(root: Path, source: Path) -> Path:
+    """A copy of ``source`` inside the node ``root`` (in its ``/srv/inputs``), its host path:
+    under --root a file named on the command line (``--base``, ``--runtimeclass``, ``lint
+    FILE``) is a file of the node, so a test's input file goes into the node first."""
+    target = root / "srv" / "inputs" / source.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    return target

@@ -95,8 +95,8 @@ def cases() -> dict[str, Callable[[Path], Case]]:
             ("doctor", "--root", str(_with(_node(t), "var/lib/kubelet/config.yaml",
                                              BILLION_LAUGHS))), 2, "alias bomb"),
         "runtimeclass-alias-bomb": lambda t: Case(
-            ("doctor", "--root", str(_node(t)), "--runtimeclass",
-             str(_write(t / "rc.yaml", BILLION_LAUGHS))), 2, "alias bomb"),
+            ("doctor", "--root", str(_node(t)), "--runtimeclass",  # a file of the node
+             str(_write(t / "node" / "rc.yaml", BILLION_LAUGHS))), 2, "alias bomb"),
         "inventory-alias-bomb": lambda t: Case(
             ("cdi", "generate", "--root", str(_empty_node(t)), "--inventory",
              str(_write(t / "inv.yaml", BILLION_LAUGHS)), "-o", "-"), 2, "alias bomb"),
@@ -107,7 +107,8 @@ def cases() -> dict[str, Callable[[Path], Case]]:
         "configure-fifo": lambda t: Case(
             ("configure", "--config", str(_fifo(t))), 2, "is a FIFO"),
         "setup-base-fifo": lambda t: Case(
-            ("setup", "--root", str(t / "node"), "--base", str(_fifo(t, "base.toml"))), 2,
+            ("setup", "--root", str(t / "node"), "--base",
+             str(_fifo(_write(t / "node" / "etc" / ".keep", "").parent, "base.toml"))), 2,
             "is a FIFO"),
         "config-linked-to-dev-zero": lambda t: Case(
             ("doctor", "--root", str(_linked(_node(t), CONFIG, "/dev/zero"))), 2, LINKED_DEVICE),
@@ -136,8 +137,9 @@ def cases() -> dict[str, Callable[[Path], Case]]:
             ("configure", "--config", str(_write(t / "config.toml", DEEP_TOML_ARRAY))), 2,
             "config.toml:2:69: invalid TOML: arrays and inline tables nested deeper"),
         "setup-base-deep-toml": lambda t: Case(
-            ("setup", "--root", str(t / "node"), "--base",
-             str(_write(t / "base.toml", DEEP_TOML_TABLE))), 2, "nested deeper than 64"),
+            ("setup", "--root", str(t / "node"), "--base",  # under --root, a file of the node
+             str(_write(t / "node" / "base.toml", DEEP_TOML_TABLE))), 2,
+            "nested deeper than 64"),
         "cdi-validate-deep-yaml": lambda t: Case(
             ("cdi", "validate", str(_write(t / "deep.yaml", DEEP_YAML))), 1,
             "YAML nested deeper than 100 levels"),
@@ -161,7 +163,7 @@ def cases() -> dict[str, Callable[[Path], Case]]:
         # 8. smaller failures
         "doctor-runtimeclass-without-one": lambda t: Case(
             ("doctor", "--root", str(_node(t)), "--runtimeclass",
-             str(_write(t / "rc.yaml", "kind: ConfigMap\n"))), 2, "no RuntimeClass"),
+             str(_write(t / "node" / "rc.yaml", "kind: ConfigMap\n"))), 2, "no RuntimeClass"),
         **{f"lint-{name}": _wrong_shape(text) for name, text in (
             ("plugins-5", "plugins = 5"), ("imports-5", "imports = 5"),
             ("disabled-plugins-string", 'disabled_plugins = "cri"'),

@@ -17,7 +17,7 @@ import pytest
 
 from gpuready.containerd.document import MAX_KEY_PARTS, MAX_TOML_KEYS
 from gpuready.node import MAX_NODE_BYTES, MAX_NODE_FILES
-from tests.helpers import LAB_BASE
+from tests.helpers import LAB_BASE, into_root
 from tests.measure import run_measured, tree_snapshot
 
 CONFIG = "etc/containerd/config.toml"
@@ -155,7 +155,8 @@ def test_a_key_path_of_thousands_of_parts_is_refused(tmp_path: Path, shape: str,
 def test_setup_refuses_a_base_with_a_deep_key_path(tmp_path: Path) -> None:
     base = tmp_path / "base.toml"
     base.write_text(f"version = 2\n[{DEEP_PATH}]\n")
-    result = run_measured("setup", "--root", str(tmp_path / "node"), "--base", str(base),
+    root = tmp_path / "node"
+    result = run_measured("setup", "--root", str(root), "--base", str(into_root(root, base)),
                           memory_limit_mb=MEMORY_MB, timeout=30)
     assert result.code == 2, result.err
     assert f"more than {MAX_KEY_PARTS} parts" in result.err

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpuready.compat import tomllib
-from tests.helpers import CONTAINERD_DATA, DATA, run_cli
+from tests.helpers import CONTAINERD_DATA, DATA, into_root, run_cli
 
 CONFIGS = {
     "v1": DATA / "register/v1-no-version/input.toml",
@@ -55,11 +55,11 @@ def test_configure_refuses_to_turn_runc_into_the_nvidia_runtime(tmp_path, versio
 @pytest.mark.parametrize("version", sorted(CONFIGS))
 def test_setup_refuses_it_too_and_creates_nothing(tmp_path, version):
     root = tmp_path / "node"
-    result = run_cli("setup", "--root", str(root), "--base", str(CONFIGS[version]),
-                     "--runtime-name", "runc")
+    base = into_root(root, CONFIGS[version])  # the node holds its base and nothing else
+    result = run_cli("setup", "--root", str(root), "--base", str(base), "--runtime-name", "runc")
     assert result.code == 2, result.out
     assert REFUSAL in result.err
-    assert not root.exists()
+    assert [p for p in root.rglob("*") if p.is_file()] == [base]
 
 
 @pytest.mark.parametrize("version", sorted(CONFIGS))

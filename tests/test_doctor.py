@@ -109,7 +109,7 @@ def test_missing_config_is_exit_2(tmp_path, capsys):
 
 def test_explicit_runtimeclass_is_checked_and_missing_one_is_exit_2(tmp_path, capsys):
     root = node_sandbox(tmp_path)
-    manifest = tmp_path / "rc.yaml"
+    manifest = root / "rc.yaml"  # under --root, a file of the node
     manifest.write_text(
         "apiVersion: node.k8s.io/v1\nkind: RuntimeClass\n"
         "metadata:\n  name: gpu\nhandler: nvidia_gpu\n"

@@ -18,8 +18,9 @@ NVIDIA_OPTIONS = '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidi
 
 @pytest.fixture
 def node_root(tmp_path):
-    """A --root that has the NVIDIA runtime binary, so binary-missing stays quiet."""
-    root = tmp_path / "root"
+    """A --root that has the NVIDIA runtime binary, so binary-missing stays quiet; the files
+    the tests lint lie in it (under --root, a FILE is a file of the node)."""
+    root = tmp_path
     (root / "usr" / "bin").mkdir(parents=True)
     shutil.copy2(NODE / "usr/bin/nvidia-container-runtime", root / "usr/bin")
     return root

@@ -20,7 +20,7 @@ import pytest
 
 from gpuready.compat import tomllib
 from gpuready.textfile import without_bom
-from tests.helpers import DATA, run_cli
+from tests.helpers import DATA, into_root, run_cli
 
 SOURCES = (sorted((DATA / "corpus-real").glob("*.toml")) + sorted((DATA / "corpus").glob("*.toml"))
            + sorted((DATA / "containerd").glob("*.toml")))
@@ -117,7 +117,7 @@ def test_after_a_drop_in_lint_doctor_and_check_agree_the_runtime_is_loaded(tmp_p
 
 
 def test_a_version_3_file_on_a_1_6_node_fails_setup_and_check_with_the_real_reason(tmp_path):
-    base = DATA / "containerd" / "containerd-2.1.9-default.toml"
+    base = into_root(tmp_path, DATA / "containerd" / "containerd-2.1.9-default.toml")
     setup = run_cli("setup", "--root", str(tmp_path), "--base", str(base),
                     "--containerd-version", "1.6")
     assert setup.code == 2, setup.out + setup.err

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CONTAINERD_DATA, LAB_BASE, run_cli
+from tests.helpers import CONTAINERD_DATA, LAB_BASE, into_root, run_cli
 
 BASES = {"debian-default": CONTAINERD_DATA / "containerd-1.6.20-default.toml", "lab": LAB_BASE}
 KUBELET = {"none": None, "systemd": "systemd", "cgroupfs": "cgroupfs"}
@@ -41,7 +41,8 @@ def node(tmp_path: Path, kubelet: str | None) -> Path:
 @pytest.mark.parametrize(("base", "kubelet"), sorted(EXPECTED))
 def test_setup_check_and_doctor_agree(tmp_path, base, kubelet):
     root = node(tmp_path, KUBELET[kubelet])
-    setup = run_cli("setup", "--root", str(root), "--base", str(BASES[base]), "--format", "json")
+    setup = run_cli("setup", "--root", str(root), "--base", str(into_root(root, BASES[base])),
+                    "--format", "json")
     expected = EXPECTED[(base, kubelet)]
     assert setup.code == (1 if expected == "error" else 0), setup.out + setup.err
     check = next(c for c in json.loads(setup.out)["checks"] if c["name"] == "cgroup drivers agree")
@@ -66,7 +67,8 @@ def test_setup_check_and_doctor_agree(tmp_path, base, kubelet):
 
 def test_setup_text_shows_the_warning_and_passes(tmp_path):
     root = node(tmp_path, None)
-    setup = run_cli("setup", "--root", str(root), "--base", str(BASES["debian-default"]))
+    setup = run_cli("setup", "--root", str(root), "--base",
+                    str(into_root(root, BASES["debian-default"])))
     assert setup.code == 0
     assert "warning: cgroup-driver-mismatch: runtime 'nvidia' uses systemd" in setup.out
     assert "--systemd-cgroup=inherit" in setup.out
@@ -76,7 +78,8 @@ def test_setup_text_shows_the_warning_and_passes(tmp_path):
 
 def test_dry_run_steps_say_what_would_happen(tmp_path):
     root = node(tmp_path, None)
-    setup = run_cli("setup", "--root", str(root), "--base", str(BASES["lab"]), "--dry-run")
+    setup = run_cli("setup", "--root", str(root), "--base", str(into_root(root, BASES["lab"])),
+                    "--dry-run")
     steps = [line for line in setup.out.splitlines() if line.startswith("[")]
     assert len(steps) == 8
     assert not any("(created)" in line or line.endswith(": created") for line in steps), steps

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import LAB_BASE, run_cli, stage_fixture
+from tests.helpers import LAB_BASE, into_root, run_cli, stage_fixture
 
 CONTRACT_FILES = {
     "root/toolkit/default.txt": "DEFAULT=runc\nWHY=runtimeclass\n",
@@ -171,7 +171,7 @@ def test_setup_report_says_what_is_wrong_when_a_value_cannot_be_derived(tmp_path
     # "yes" is no boolean, and no spelling of one that setup could repair (as it does "true")
     base.write_text(LAB_BASE.read_text().replace("SystemdCgroup = true", 'SystemdCgroup = "yes"'))
     root = tmp_path / "node"
-    result = run_cli("setup", "--root", str(root), "--base", str(base),
+    result = run_cli("setup", "--root", str(root), "--base", str(into_root(root, base)),
                      "--systemd-cgroup", "inherit")
     assert result.code == 1
     report = (root / "root/toolkit/report.txt").read_text().splitlines()
@@ -209,7 +209,7 @@ def test_a_kept_cdi_spec_the_loader_rejects_fails_the_checks(node: Path) -> None
 
 
 def test_step_3_shows_the_options_as_written(tmp_path: Path) -> None:
-    result = run_cli("setup", "--root", str(tmp_path), "--base", str(LAB_BASE),
+    result = run_cli("setup", "--root", str(tmp_path), "--base", str(into_root(tmp_path, LAB_BASE)),
                      "--systemd-cgroup", "inherit")
     step3 = next(line for line in result.out.splitlines() if line.startswith("[3/8]"))
     assert step3.endswith('BinaryName = "/usr/bin/nvidia-container-runtime", SystemdCgroup = true')
@@ -218,7 +218,7 @@ def test_step_3_shows_the_options_as_written(tmp_path: Path) -> None:
 def test_base_replacing_an_existing_config_says_so(node: Path) -> None:
     assert run_cli("setup", "--root", str(node)).code == 0
     other_base = LAB_BASE.parent / "containerd-1.6.20-default.toml"
-    result = run_cli("setup", "--root", str(node), "--base", str(other_base))
+    result = run_cli("setup", "--root", str(node), "--base", str(into_root(node, other_base)))
     assert "[1/8] base config" in result.out
     assert "replaced the existing file" in result.out
     assert "config.toml.gpuready.bak" in result.out
