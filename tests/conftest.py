@@ -92,7 +92,7 @@ def containerd_build(request, monkeypatch) -> Iterator[Build]:
     if build.missing():
         pytest.fail(f"{build.folder} lacks {', '.join(build.missing())} ({ENV})")
     monkeypatch.setenv("PATH", build.path_env(os.environ.get("PATH", "")))
-    caches = [installed.installed_release, base.containerd_config_default]
+    caches = [installed.version_text, base.containerd_config_default]
     for cache in caches:
         cache.cache_clear()  # the release and default config of another build
     yield build

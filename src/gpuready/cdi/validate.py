@@ -283,12 +283,14 @@ def _in_file_order(problems: list[Problem]) -> list[Problem]:
 
 @dataclass
 class SpecFile:
-    """One spec file found by a scan: its problems and, when the loader accepts it, its devices."""
+    """One spec file found by a scan: its problems and, when the loader accepts it, its kind,
+    devices and declared ``cdiVersion``."""
 
     path: Path
     problems: list[Problem] = field(default_factory=list)
     kind: str = ""
     devices: list[str] = field(default_factory=list)
+    version: str = ""
 
     @property
     def accepted(self) -> bool:
@@ -329,8 +331,8 @@ def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
     key = (text, as_json)
     clean = sametext.get("cdi-spec", key)
     if clean is not None:
-        kind, devices = clean
-        return SpecFile(path, [], kind, list(devices))
+        kind, devices, version = clean
+        return SpecFile(path, [], kind, list(devices), version)
     spec = None if as_json else _clean_yaml_spec(text, str(path))
     if spec is not None:
         problems: list[Problem] = []
@@ -340,8 +342,10 @@ def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
     if found.accepted and spec is not None:  # decoded once: for the problems, and here
         found.kind = spec["kind"]
         found.devices = [names.qualified_name(spec["kind"], d["name"]) for d in spec["devices"]]
+        found.version = spec["cdiVersion"]
     if not problems:
-        sametext.put("cdi-spec", key, (found.kind, tuple(found.devices)), size=len(text))
+        sametext.put("cdi-spec", key, (found.kind, tuple(found.devices), found.version),
+                     size=len(text))
     return found
 
 

@@ -1,4 +1,5 @@
-"""CDI spec versions and the minimum ``cdiVersion`` a spec's content needs.
+"""CDI spec versions, the minimum ``cdiVersion`` a spec's content needs, and the newest each
+containerd release reads.
 
 The validator and the generator both call :func:`minimum_version`, so a generated spec declares
 exactly the version the loader will ask of it.
@@ -14,6 +15,54 @@ KNOWN_VERSIONS = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "0.5.0", "0.6.0", "0.7.0",
                   "1.0.0", "1.1.0")
 EARLIEST_VERSION = "0.3.0"
 LATEST_VERSION = "1.1.0"
+
+
+# The newest ``cdiVersion`` each containerd release reads: the spec versions its vendored CDI
+# library (container-device-interface, in containerd's go.mod) knows, by the first patch release
+# that vendored it. Source: issue 29 (read from containerd's go.mod per tag). containerd 1.6 has
+# no CDI; a later row holds from its release on, until the next row. A spec declaring a newer
+# version is refused whole by the runtime's CDI cache: every device in it is "unresolvable".
+CONTAINERD_READS: tuple[tuple[tuple[int, int, int], str], ...] = (
+    ((1, 7, 0), "0.5.0"),
+    ((1, 7, 12), "0.6.0"),
+    ((1, 7, 16), "0.7.0"),
+    ((1, 7, 27), "0.8.0"),
+    ((2, 0, 0), "0.8.0"),
+    ((2, 1, 0), "1.0.0"),
+    ((2, 3, 0), "1.1.0"),
+)
+
+
+def containerd_reads(version: tuple[int, int, int]) -> str | None:
+    """The newest ``cdiVersion`` containerd ``version`` (``(1, 7, 20)``) reads; None before 1.7
+    (no CDI). Releases after the last row are taken to read at least what it reads."""
+    found = None
+    for since, newest in CONTAINERD_READS:
+        if version >= since:
+            found = newest
+    return found
+
+
+def containerd_reads_range(release: tuple[int, int]) -> tuple[str, str] | None:
+    """The oldest and newest of what the patch releases of ``release`` (``(1, 7)``) read, for
+    a node whose patch release is not known; None when the line has no CDI."""
+    lowest = containerd_reads((*release, 0))
+    highest = containerd_reads((*release, _ANY_PATCH))
+    return (lowest, highest) if lowest and highest else None
+
+
+def first_containerd_reading(cdi_version: str, *, major: int | None = None
+                             ) -> tuple[int, int, int] | None:
+    """The first containerd release that reads ``cdi_version`` (of major ``major`` when given,
+    for an upgrade within the line); None when none does."""
+    wanted = version_key(cdi_version)
+    for since, newest in CONTAINERD_READS:
+        if version_key(newest) >= wanted and (major is None or since[0] == major):
+            return since
+    return None
+
+
+_ANY_PATCH = 1 << 30  # a patch number after every real one: the newest patch of a line
 
 
 class Requirement(NamedTuple):

@@ -68,9 +68,10 @@ def add_rule_selection(
     )
     parser.add_argument(
         "--containerd-version",
-        metavar="X.Y",
+        metavar="X.Y[.Z]",
         help="read the config as this containerd release does (default: the node's line "
-        "without FILE, the config version with FILE)",
+        "without FILE, the config version with FILE; doctor's NRI, DRA and cdiVersion checks "
+        "ask for the patch, as in 1.7.30)",
     )
 
 

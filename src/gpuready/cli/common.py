@@ -259,9 +259,10 @@ def add_containerd_version(parser: argparse.ArgumentParser) -> None:
     """``--containerd-version``: the release line whose import merge applies."""
     parser.add_argument(
         "--containerd-version",
-        metavar="X.Y",
-        help="the containerd release the node runs (1.6, 1.7, 2.1, 2.3; others are read as "
-        "the nearest). Default: on this machine 'containerd --version'; under --root the "
+        metavar="X.Y[.Z]",
+        help="the containerd release the node runs (1.6, 1.7, 2.1, 2.3, or a patch release "
+        "such as 1.7.30; others are read as the nearest). Default: on this machine "
+        "'containerd --version'; under --root the "
         "root's package database; else the config's version (2: 1.7, 3: 2.1, 4: 2.3)",
     )
 

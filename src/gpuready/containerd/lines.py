@@ -131,12 +131,29 @@ def line_for_release(release: tuple[int, int]) -> tuple[Line, str | None]:
 
 class NodeLine(NamedTuple):
     """The line a node runs, the release it was told (None when only a file's version spoke),
-    where that came from, and a note when the release is read as another line."""
+    where that came from, and a note when the release is read as another line.
+
+    ``version`` is the patch release ``(major, minor, patch)`` when the source names one
+    (``--containerd-version 1.7.30``, the package database, ``containerd --version``); None for
+    ``--containerd-version 1.7`` or a file's version alone. Only what differs between patch
+    releases asks for it (which NRI and CDI features a release has).
+    """
 
     line: Line
     release: tuple[int, int] | None
     source: str
     note: str | None = None
+    version: tuple[int, int, int] | None = None
+
+    @property
+    def shown(self) -> str:
+        """``containerd 1.7.30`` when the patch release is known, else ``containerd 1.7``
+        (the release told), else the line's name."""
+        if self.version is not None:
+            return "containerd " + ".".join(map(str, self.version))
+        if self.release is not None:
+            return f"containerd {self.release[0]}.{self.release[1]}"
+        return str(self.line)
 
     @property
     def label(self) -> str:
@@ -151,13 +168,13 @@ class NodeLine(NamedTuple):
 
 def from_release_text(text: str, *, source: str) -> NodeLine:
     """The line of a release written as ``1.7.20``, ``v2.1`` or ``containerd --version`` output."""
-    from gpuready.containerd.versions import parse_release
+    from gpuready.containerd.versions import parse_release, parse_version
 
     release = parse_release(text)
     if release is None:
         raise UsageError(f"{source} {text!r}: expected a release such as 1.7.20 or 2.1")
     line, note = line_for_release(release)
-    return NodeLine(line, release, source, note)
+    return NodeLine(line, release, source, note, parse_version(text))
 
 
 def from_config_version(version: object) -> NodeLine:
@@ -180,12 +197,12 @@ def node_line(
         if found is not None:
             return found
     elif ask_installed:
-        from gpuready.containerd.installed import installed_release
+        from gpuready.containerd.installed import installed_release, installed_version
 
         release = installed_release()
         if release is not None and release[0] in (1, 2):
             line, note = line_for_release(release)
-            return NodeLine(line, release, "containerd --version", note)
+            return NodeLine(line, release, "containerd --version", note, installed_version())
     return from_config_version(config_version)
 
 

@@ -126,6 +126,15 @@ def parse_release(version_text: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def parse_version(version_text: str) -> tuple[int, int, int] | None:
+    """``(major, minor, patch)`` from ``containerd --version`` output or a bare ``1.7.30``;
+    None when the text names no patch release (``1.7``, ``v2.1``)."""
+    match = re.search(r"\bv?(\d+)\.(\d+)(\.\d+)?", version_text)
+    if match is None or match.group(3) is None:
+        return None
+    return int(match.group(1)), int(match.group(2)), int(match.group(3)[1:])
+
+
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 

@@ -178,7 +178,9 @@ class HandlerMismatch(Rule):
 
     ## What it does
     Compares each RuntimeClass's `handler` with the runtimes containerd registers after
-    merging the main config and its imports.
+    merging the main config and its imports. On a node set up for NRI mode (see
+    `nri-mode-not-ready`), which registers no runtime by design, it says so, and the fix is to
+    drop the RuntimeClass.
 
     ## Why is this bad?
     The handler must equal the runtime's name under `containerd.runtimes` exactly; otherwise
@@ -220,18 +222,25 @@ class HandlerMismatch(Rule):
             if not is_dns_label(handler) or handler in registered:
                 continue
             line, column = _handler_position(document, "handler")
-            yield plain_problem(
-                self,
-                f"RuntimeClass {document.name!r} has handler {handler!r}, but containerd "
-                f"registers only {', '.join(registered) or 'no runtimes'}",
-                file=document.file,
-                line=line,
-                column=column,
-                key_path="handler",
-                fix=f"set handler to one of: {', '.join(registered)}"
-                if registered
-                else "register the runtime in containerd's config",
-            )
+            message = (f"RuntimeClass {document.name!r} has handler {handler!r}, but containerd "
+                       f"registers only {', '.join(registered) or 'no runtimes'}")
+            fix = (f"set handler to one of: {', '.join(registered)}" if registered
+                   else "register the runtime in containerd's config")
+            if _nri_mode(ctx):
+                # NRI mode registers no runtime by design (the GPU Operator deletes its
+                # RuntimeClasses): a pod naming this class fails instead of getting its GPU
+                message += ("; this node is set up for NRI mode, which leaves the runtime "
+                            "unregistered")
+                fix = ("in NRI mode pods need no runtimeClassName: delete this RuntimeClass "
+                       "and drop it from the pods, or register the runtime (gpuready configure)")
+            yield plain_problem(self, message, file=document.file, line=line, column=column,
+                                key_path="handler", fix=fix)
+
+
+def _nri_mode(ctx: NodeContext) -> bool:
+    from gpuready.rules.gpu_paths import nri_mode
+
+    return nri_mode(ctx) is not None
 
 
 class HandlerInvalid(Rule):

@@ -24,6 +24,7 @@ _NODE = "gpuready.rules.node"
 _CDI_NODE = "gpuready.rules.cdi_node"
 _OWNERSHIP = "gpuready.rules.ownership"
 _TRANSACTION = "gpuready.rules.transaction"
+_GPU_PATHS = "gpuready.rules.gpu_paths"
 _DOCKER = "gpuready.engines.docker.rules"
 _CRIO = "gpuready.engines.crio.rules"
 
@@ -67,6 +68,9 @@ CATALOGUE: tuple[tuple[str, Scope, str], ...] = (
     ("cdi-spec-shadowed", Scope.NODE, _CDI_NODE),
     ("cdi-device-conflict", Scope.NODE, _CDI_NODE),
     ("cdi-spec-stale", Scope.NODE, _CDI_NODE),
+    ("cdi-version-too-new", Scope.NODE, _GPU_PATHS),
+    ("nri-mode-not-ready", Scope.NODE, _GPU_PATHS),
+    ("dra-not-ready", Scope.NODE, _GPU_PATHS),
     ("config-regenerated", Scope.NODE, _OWNERSHIP),
     ("owner-template-stale", Scope.NODE, _OWNERSHIP),
     ("socket-mismatch", Scope.NODE, _OWNERSHIP),
