@@ -30,8 +30,8 @@ def test_quick_start_installs_into_a_virtual_environment_in_two_commands():
 def test_ci_installs_into_the_venvs_and_runs_the_readme_test_command():
     commands = [line for line in CI_RUN.splitlines() if line and not line.startswith(("#", "echo"))]
     # the newest Python into .venv, the oldest (3.9) into .venv-oldest: every pip runs in one
-    assert '"$newest_python" -m venv .venv' in commands
-    assert '"$oldest_python" -m venv .venv-oldest' in commands
+    assert 'fresh_venv "$newest_python" .venv' in commands
+    assert 'fresh_venv "$oldest_python" .venv-oldest' in commands
     assert "python3-venv" in CI_RUN
     pips = [line for line in commands if " -m pip " in line]
     assert pips and all(line.startswith((".venv/bin/python", ".venv-oldest/bin/python"))
@@ -40,6 +40,32 @@ def test_ci_installs_into_the_venvs_and_runs_the_readme_test_command():
     assert any(line.startswith(test_command + " ||") for line in commands)  # its status counts
     assert commands[-1] == 'exit "$status"'
     assert f"test command itself, `{test_command}`" in " ".join(README.split())
+
+
+def test_ci_makes_a_venv_another_python_made_again(tmp_path):
+    """The quick start's .venv, made with the machine's python3, is made again with the Python
+    CI names (its fresh_venv, run as CI runs it); one of the right Python is kept."""
+    import subprocess
+    import sys
+
+    start = CI_RUN.index("fresh_venv() {")
+    function = CI_RUN[start:CI_RUN.index("\n}\n", start) + 3]
+    folder = tmp_path / "venv"
+    other = "/usr/bin/python3"  # Debian's 3.11: never the Python the tests run on here
+    subprocess.run([other, "-m", "venv", "--without-pip", str(folder)], check=True)
+
+    def fresh() -> str:
+        return subprocess.run(["bash", "-c", f'{function}\nfresh_venv "$1" "$2"', "-",
+                               sys.executable, str(folder)], capture_output=True, text=True,
+                              check=True).stdout
+
+    said = fresh()
+    made = subprocess.run([str(folder / "bin" / "python"), "-c",
+                           "import sys; print(sys.version.split()[0])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    assert made == sys.version.split()[0]
+    assert "making it again" in said, said
+    assert fresh() == ""  # the right Python's venv is kept as it is
 
 
 def test_exit_code_table_is_one_table_of_every_code():
