@@ -105,6 +105,7 @@ LAYERS: dict[str, int] = {
     "gpuready.engines.crio.rules": RULES,
     "gpuready.engines.crio.lint": RULES,
     # -- 4 the plans and the one writer
+    "gpuready.atfile": PLANS,  # the writer's descriptor-relative file operations
     "gpuready.fsio": PLANS,
     "gpuready.changeset": PLANS,
     "gpuready.rules.fix": PLANS,  # lint --fix: plans the fixes the rules found

@@ -182,6 +182,22 @@ def test_trusted_files_still_round_trip(tmp_path):
         assert result.code == 0, (kind, result.out + result.err)
 
 
+def test_a_group_writable_config_gets_a_backup_gpuready_trusts(tmp_path):
+    """A config writable by its group (mode 0664) keeps its mode; its backup drops group and
+    world write, so unconfigure trusts it and gives the original back byte for byte."""
+    root = tmp_path / "node"
+    (root / CONFIG).parent.mkdir(parents=True)
+    shutil.copyfile(LAB_BASE, root / CONFIG)
+    (root / CONFIG).chmod(0o664)
+    assert run_cli("configure", "--root", str(root), "--containerd-version", "1.7").code == 0
+    backup = root / (CONFIG + ".gpuready.bak")
+    assert backup.stat().st_mode & 0o777 == 0o644
+    assert (root / CONFIG).stat().st_mode & 0o777 == 0o664
+    undone = run_cli("unconfigure", "--root", str(root), "--containerd-version", "1.7")
+    assert undone.code == 0, undone.out + undone.err
+    assert (root / CONFIG).read_bytes() == LAB_BASE.read_bytes()
+
+
 # -- a restore goes through the never-break gate ---------------------------------------------------
 
 

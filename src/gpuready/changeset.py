@@ -50,8 +50,7 @@ def apply_all(plans: Sequence[Plan], *, node: Node, own: Iterable[Path] = ()) ->
     except BaseException:
         put_back(written, node=node, backups=fresh)
         for folder in reversed(folders):  # the deepest first; one still in use stays
-            with contextlib.suppress(OSError):
-                folder.rmdir()
+            fsio.remove_empty_folder(folder, node=node)
         raise
     return written
 
@@ -114,20 +113,35 @@ def new_backups(plans: Sequence[Plan], *, node: Node) -> list[Path]:
 def put_back(plans: Sequence[Plan], *, node: Node, backups: Iterable[Path] = ()) -> None:
     """Give every file of ``plans`` its ``before`` text again (remove the ones that were new),
     last written first, and remove ``backups`` (those the write created). The caller holds
-    :func:`locked_all` for every path."""
+    :func:`locked_all` for every path.
+
+    A file that no longer holds the ``after`` gpuready wrote was changed by someone else since:
+    it is left as it is (their change is not lost), the others are put back, and then
+    :class:`gpuready.fsio.ConcurrentChangeError` says which."""
+    refused: list[fsio.ConcurrentChangeError] = []
     for plan in reversed(plans):
-        target = node.writable(plan.path)
-        if plan.before is None:
-            if target.exists():
-                target.unlink()
-        else:
-            # the folder of a removed file may have gone with it (unconfigure removes the empty
-            # folders gpuready created): it comes back with the file
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fsio.write_atomic(target, plan.before.encode("utf-8"))
+        try:
+            _put_back_one(plan, node=node)
+        except fsio.ConcurrentChangeError as error:
+            refused.append(error)
     for backup in backups:
-        if backup.exists():
-            backup.unlink()
+        fsio.remove_file(node.writable(backup), node=node)
+    if refused:
+        raise refused[0]
+
+
+def _put_back_one(plan: Plan, *, node: Node) -> None:
+    target = node.writable(plan.path)
+    # what gpuready wrote; a plan that removed its file (or a journal's, that names only the
+    # text before) gives nothing to compare with
+    written = fsio.UNCHECKED if plan.after is None else plan.after.encode("utf-8")
+    if plan.before is None:
+        fsio.remove_file(target, node=node, expected=written)
+        return
+    # the folder of a removed file may have gone with it (unconfigure removes the empty
+    # folders gpuready created): it comes back with the file
+    fsio.make_folders(target.parent, node=node)
+    fsio.write_atomic(target, plan.before.encode("utf-8"), node=node, expected=written)
 
 
 @contextlib.contextmanager

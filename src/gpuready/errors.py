@@ -27,7 +27,8 @@ class ExitCode(IntEnum):
 EXIT_CODES: tuple[tuple[ExitCode, str], ...] = (
     (ExitCode.OK, "done: every check passed, or there was nothing to do"),
     (ExitCode.CHECK_FAILED, "a finding: a lint error, a failed check or verification, a refused "
-                            "reload or a rolled-back --restart (every file put back)"),
+                            "reload, a rolled-back --restart (every file put back), or a file "
+                            "someone else changed while gpuready wrote it (their change kept)"),
     (ExitCode.BAD_INPUT, "bad input, usage or a refusal (a missing or unreadable file, a config "
                          "that cannot be edited safely, the never-break gate); nothing was "
                          "written"),

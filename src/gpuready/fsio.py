@@ -7,7 +7,12 @@ and renames it over the original (atomic on POSIX), then ``fsync``\\ s the folde
 changes nothing writes nothing, so the file keeps its bytes and its mtime.
 
 Every path is resolved by the :class:`~gpuready.node.Node`: a linked file is written at its target
-inside the root, and nothing is ever created outside it. Folders are created only when a file is
+inside the root, and nothing is ever created outside it. Then every read that feeds a write, every
+write, rename, removal and new folder goes from the root's descriptor, folder by folder, without
+following a link (:mod:`gpuready.atfile`): a folder swapped for a link meanwhile fails the write
+(exit 2), with nothing written through it. The new file is exchanged with the old in one step and
+what came out compared with what was read: an edit made meanwhile is swapped back and kept
+(:class:`ConcurrentChangeError`, exit 1). Folders are created only when a file is
 really written (a dry run or a refused command creates none), and appear together with their
 first file (:func:`write_with_new_folders`); temporary files and folders a killed run left next to
 the file are removed by the next write.
@@ -19,16 +24,15 @@ import contextlib
 import fcntl
 import os
 import re
-import shutil
 import stat
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from gpuready.errors import WriteError
-from gpuready.node import Node
+from gpuready import atfile
+from gpuready.errors import ExitCode, WriteError
+from gpuready.node import HOST, Node
 from gpuready.paths import BACKUP_SUFFIX
 from gpuready.plan import Plan
 
@@ -36,7 +40,10 @@ NEW_FILE_MODE = 0o644
 
 
 class ConcurrentChangeError(WriteError):
-    """The file changed between reading it and writing it; nothing was written."""
+    """The file changed between reading it and writing it; that change is kept and nothing of
+    gpuready's was written (exit 1: a finding about the node, not bad input; run again)."""
+
+    exit_code = ExitCode.CHECK_FAILED
 
 
 class OwnerError(Exception):
@@ -72,7 +79,7 @@ def locked(path: Path, *, node: Node) -> Iterator[None]:
     folder = _nearest_folder(target.parent)
     fd = None
     if folder not in _HELD:
-        folder, fd = _acquire(target, path)
+        folder, fd = _acquire(target, path, node=node)
     _HELD[folder] = _HELD.get(folder, 0) + 1
     try:
         yield
@@ -84,11 +91,11 @@ def locked(path: Path, *, node: Node) -> Iterator[None]:
             os.close(fd)
 
 
-def _acquire(target: Path, shown: Path) -> tuple[Path, int]:
+def _acquire(target: Path, shown: Path, *, node: Node) -> tuple[Path, int]:
     """Lock the nearest existing folder of ``target``; again when it appeared meanwhile."""
     while True:
         folder = _nearest_folder(target.parent)
-        fd = _lock(folder, shown)
+        fd = _lock(folder, shown, node=node)
         if _nearest_folder(target.parent) == folder:
             return folder, fd
         os.close(fd)  # the folder appeared meanwhile: lock the folder itself
@@ -100,9 +107,9 @@ def _nearest_folder(folder: Path) -> Path:
     return folder
 
 
-def _lock(folder: Path, shown: Path) -> int:
+def _lock(folder: Path, shown: Path, *, node: Node) -> int:
     try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = atfile.open_folder(folder, node=node)  # never through a link swapped in
     except OSError as error:
         raise WriteError(f"{shown}: cannot take the lock: {error.strerror or error}") from None
     try:
@@ -195,7 +202,8 @@ def apply_plan(plan: Plan, *, node: Node) -> bool:
     """Write ``plan.after`` to ``plan.path`` safely; return False when there was nothing to do.
 
     The caller holds :func:`locked` for ``plan.path``. Raises :class:`ConcurrentChangeError` when
-    the file on disk no longer holds ``plan.before``.
+    the file on disk no longer holds ``plan.before``, up to the moment the new file is swapped in
+    (:func:`write_atomic`): the other change is kept, nothing of this one is written.
     """
     return _write_planned(plan, node=node, keep_backup=True)
 
@@ -203,21 +211,28 @@ def apply_plan(plan: Plan, *, node: Node) -> bool:
 def _write_planned(plan: Plan, *, node: Node, keep_backup: bool) -> bool:
     """:func:`apply_plan`'s work; ``keep_backup`` False for gpuready's own files."""
     target = node.writable(plan.path)
-    remove_stale_temporaries(target)
+    remove_stale_temporaries(target, node=node)
     if not plan.changes:
         return False
     data = plan.after.encode("utf-8")
+    before = None if plan.before is None else plan.before.encode("utf-8")
     if not os.path.lexists(target.parent):
         _require_unchanged(plan, None)
-        write_with_new_folders(target, data)
+        write_with_new_folders(target, data, node=node)
         return True
-    with _folder_locked(target.parent, plan.path):
-        current = _read_or_none(target)
-        _require_unchanged(plan, current)
-        if keep_backup and current is not None:
-            _require_owner_can_be_kept(target)
-            _keep_first_backup(target, current)
-        write_atomic(target, data)
+    with _folder_locked(target.parent, plan.path, node=node):
+        _require_unchanged(plan, _read_or_none(target, node=node))
+        kept = None
+        if keep_backup and before is not None:
+            _require_owner_can_be_kept(target, node=node)
+            kept = _keep_first_backup(target, before, node=node)
+        try:
+            write_atomic(target, data, node=node, expected=before)
+        except ConcurrentChangeError:
+            if kept is not None:  # the backup of a change that was not made
+                with contextlib.suppress(WriteError):
+                    remove_file(kept, node=node)
+            raise
     return True
 
 
@@ -228,7 +243,7 @@ def _require_unchanged(plan: Plan, current: bytes | None) -> None:
                                     "planning; nothing written, run again")
 
 
-def write_with_new_folders(path: Path, data: bytes) -> None:
+def write_with_new_folders(path: Path, data: bytes, *, node: Node | None = None) -> None:
     """Write ``path``, whose folder does not exist yet, so that the new folders appear together
     with the file: the missing chain is built under a temporary name beside its top folder, the
     file written inside, and the top folder renamed into place.
@@ -236,49 +251,68 @@ def write_with_new_folders(path: Path, data: bytes) -> None:
     A run killed half way thus leaves a temporary folder (removed by the next write), never an
     empty folder that nothing records: the next run sees the same folders missing, and its
     record names the same folders for ``unconfigure`` to remove. The caller holds
-    :func:`locked` for ``path`` (the lock of the nearest existing folder).
+    :func:`locked` for ``path`` (the lock of the nearest existing folder). Every step goes from
+    the descriptor of the folder above (:mod:`gpuready.atfile`).
     """
     top = path.parent
     while not os.path.lexists(top.parent):
         top = top.parent
-    _remove_stale_folder_temporaries(top)
-    temp = top.parent / f".{top.name}.{os.urandom(4).hex()}.tmp"
     try:
-        os.mkdir(temp)  # mode 0o777 less the umask, as any folder gpuready creates
-        inner = temp / path.parent.relative_to(top)
-        inner.mkdir(parents=True, exist_ok=True)
-        write_atomic(inner / path.name, data)
-        for folder in (inner, *inner.parents):
-            if folder == temp:
-                break
-            _fsync_folder(folder.parent)
-        os.rename(temp, top)  # fails, writing nothing, if the folder appeared meanwhile
-    except BaseException as error:
-        shutil.rmtree(temp, ignore_errors=True)
-        if isinstance(error, OSError):
-            raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
-        raise
-    _fsync_folder(top.parent)
+        with atfile.folder(top.parent, node=node or HOST) as above:
+            _remove_stale_folder_temporaries(above, top.name)
+            temp = atfile.temporary_name(top.name)
+            os.mkdir(temp, dir_fd=above)  # mode 0o777 less the umask, as any folder gpuready makes
+            try:
+                _fill_new_folders(above, temp, path.parent.relative_to(top).parts, path, data)
+                # fails, writing nothing, if the folder appeared meanwhile
+                atfile.rename_at(above, temp, top.name, replace=False)
+            except BaseException:
+                atfile.remove_tree_at(above, temp)
+                raise
+            atfile.fsync_folder(above)
+    except FileExistsError:
+        raise WriteError(f"{top}: appeared while gpuready created it; nothing written, run "
+                         "again") from None
+    except OSError as error:
+        raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
 
 
-def _remove_stale_folder_temporaries(folder: Path) -> None:
-    """Remove the temporary folders a killed :func:`write_with_new_folders` left for ``folder``
-    (``.containerd.1a2b3c4d.tmp`` beside ``containerd``): real folders only, never a link."""
-    pattern = re.compile(rf"\.{re.escape(folder.name)}\.[a-z0-9_]{{8}}\.tmp")
+def _fill_new_folders(above: int, temp: str, parts: tuple[str, ...], path: Path,
+                      data: bytes) -> None:
+    """Make the folders ``parts`` inside the new folder ``temp`` and write ``path``'s file in
+    the innermost, each ``fsync``\\ ed."""
+    chain = [atfile.subfolder(above, temp, path)]
     try:
-        entries = os.listdir(folder.parent)
+        for part in parts:
+            os.mkdir(part, dir_fd=chain[-1])
+            chain.append(atfile.subfolder(chain[-1], part, path))
+        atfile.create_at(chain[-1], path.name, data, mode=NEW_FILE_MODE)
+        for fd in reversed(chain):
+            atfile.fsync_folder(fd)
+    finally:
+        for fd in chain:
+            os.close(fd)
+
+
+def _remove_stale_folder_temporaries(above: int, name: str) -> None:
+    """Remove the temporary folders a killed :func:`write_with_new_folders` left for the folder
+    ``name`` (``.containerd.1a2b3c4d.tmp`` beside ``containerd``) in the open folder ``above``:
+    real folders only, never a link."""
+    pattern = re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
+    try:
+        entries = os.listdir(above)
     except OSError:
         return
     for entry in entries:
-        stale = folder.parent / entry
-        if pattern.fullmatch(entry) and stale.is_dir() and not stale.is_symlink():
-            shutil.rmtree(stale, ignore_errors=True)
+        found = atfile.lstat_at(above, entry) if pattern.fullmatch(entry) else None
+        if found is not None and stat.S_ISDIR(found.st_mode):
+            atfile.remove_tree_at(above, entry)
 
 
 @contextlib.contextmanager
-def _folder_locked(folder: Path, shown: Path) -> Iterator[None]:
+def _folder_locked(folder: Path, shown: Path, *, node: Node) -> Iterator[None]:
     """Hold the lock of the file's (existing) folder (again, if :func:`locked` has it)."""
-    fd = _lock(folder, shown) if not _locked_here(folder) else None
+    fd = _lock(folder, shown, node=node) if not _locked_here(folder) else None
     try:
         yield
     finally:
@@ -295,88 +329,212 @@ def _locked_here(folder: Path) -> bool:
 _HELD: dict[Path, int] = {}  # the folders this process holds the lock of, and how often
 
 
-def remove_stale_temporaries(target: Path) -> list[Path]:
+def remove_stale_temporaries(target: Path, *, node: Node | None = None) -> list[Path]:
     """Remove the temporary files a killed gpuready left next to ``target`` (and its backup).
 
     Called under the folder's lock: every live writer holds that lock while its temporary file
     exists, so any temporary found now belongs to a run that died. A temporary folder a killed
-    run left while it created the file's folder (:func:`write_with_new_folders`) goes too.
+    run left while it created the file's folder (:func:`write_with_new_folders`) goes too. A
+    folder that is missing, or a link now, is left to the write that follows to report.
     """
-    if target.parent.is_dir():
-        _remove_stale_folder_temporaries(target.parent)
-    removed = []
-    for name in (target.name, backup_path(target).name):
-        pattern = re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
-        try:
-            entries = os.listdir(target.parent)
-        except OSError:
-            return removed
-        for entry in entries:
-            if pattern.fullmatch(entry):
-                with contextlib.suppress(OSError):
-                    os.unlink(target.parent / entry)
-                    removed.append(target.parent / entry)
-    return removed
+    node = node or HOST
+    folder = target.parent
+    if folder != node.root and node.contains(folder.parent):
+        with contextlib.suppress(OSError, WriteError), atfile.folder(folder.parent,
+                                                                     node=node) as above:
+            _remove_stale_folder_temporaries(above, folder.name)
+    try:
+        fd = atfile.open_folder(folder, node=node)
+    except (OSError, WriteError):
+        return []
+    try:
+        return [folder / entry for entry in _stale_files(fd, target)
+                if _unlinked(fd, entry)]
+    finally:
+        os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+def _stale_files(folder_fd: int, target: Path) -> list[str]:
+    patterns = [re.compile(rf"\.{re.escape(name)}\.[a-z0-9_]{{8}}\.tmp")
+                for name in (target.name, backup_path(target).name)]
+    try:
+        entries = os.listdir(folder_fd)
+    except OSError:
+        return []
+    return [entry for entry in entries if any(p.fullmatch(entry) for p in patterns)]
+
+
+def _unlinked(folder_fd: int, name: str) -> bool:
+    try:
+        os.unlink(name, dir_fd=folder_fd)
+    except OSError:
+        return False
+    return True
+
+
+class _Unchecked:
+    """What :func:`write_atomic` replaces when the caller does not say what it expects."""
+
+    def __repr__(self) -> str:
+        return "UNCHECKED"
+
+
+UNCHECKED = _Unchecked()
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None, node: Node | None = None,
+                 expected: bytes | None | _Unchecked = UNCHECKED) -> None:
     """Replace ``path`` with ``data`` atomically, keeping an existing file's mode and owner.
 
     ``path`` is the real file, not a link (:meth:`Node.writable` resolved it): a config that is
     a link must have its target edited, as renaming over the link would replace it with a copy.
+    The folder is reached from ``node``'s root without following a link (``/`` when no node is
+    given), and the temporary file is made in it by name.
+
+    ``expected``: the bytes the file must hold when the new file takes its place, or None when
+    there must be no file; anything else there is kept and :class:`ConcurrentChangeError` raised
+    (:func:`_swap_in`). Left out, whatever is there is replaced (gpuready's own files, under
+    its lock).
     """
     try:
-        existing = path.stat()
-    except FileNotFoundError:
-        existing = None
-    except OSError as error:
-        raise WriteError(f"{path}: {error.strerror or error}") from None
-    try:
-        fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with atfile.folder(path.parent, node=node or HOST) as folder_fd:
+            _replace_at(folder_fd, path, data, mode=mode, expected=expected)
+    except OwnerError as error:
+        raise WriteError(f"{path}: {error}") from None
     except OSError as error:
         raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
-    try:
-        _fill(fd, data)
-        _copy_ownership(temp_name, existing, mode)
-        os.replace(temp_name, path)
-    except BaseException as error:  # also Ctrl-C: never leave a half-written temporary behind
-        with contextlib.suppress(OSError):
-            os.unlink(temp_name)
-        if isinstance(error, OwnerError):
-            raise WriteError(f"{path}: {error}") from None
-        if isinstance(error, OSError):
-            raise WriteError(f"{path}: cannot write: {error.strerror or error}") from None
-        raise
-    _fsync_folder(path.parent)
 
 
-def _fill(fd: int, data: bytes) -> None:
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _copy_ownership(temp_name: str, existing: os.stat_result | None, mode: int | None) -> None:
+def _replace_at(folder_fd: int, path: Path, data: bytes, *, mode: int | None,
+                expected: bytes | None | _Unchecked) -> None:
+    """:func:`write_atomic` inside the open folder: a temporary file beside the target, filled,
+    given the mode and owner, swapped in."""
+    existing = atfile.lstat_at(folder_fd, path.name)
+    if existing is not None and stat.S_ISLNK(existing.st_mode):
+        raise atfile.LinkSwappedError(path)
     if existing is None:
-        os.chmod(temp_name, NEW_FILE_MODE if mode is None else mode)
-        return
-    os.chmod(temp_name, existing.st_mode & 0o7777 if mode is None else mode)
+        file_mode, owner = NEW_FILE_MODE if mode is None else mode, None
+    else:
+        file_mode = existing.st_mode & 0o7777 if mode is None else mode
+        owner = (existing.st_uid, existing.st_gid)
+    temp = atfile.temporary_name(path.name)
+    atfile.create_at(folder_fd, temp, data, mode=file_mode)
     try:
-        os.chown(temp_name, existing.st_uid, existing.st_gid)
+        if owner is not None:
+            _give_owner(folder_fd, temp, owner)
+    except BaseException:
+        _unlinked(folder_fd, temp)
+        raise
+    _swap_in(folder_fd, temp, path, expected)
+    atfile.fsync_folder(folder_fd)
+
+
+def _give_owner(folder_fd: int, name: str, owner: tuple[int, int]) -> None:
+    try:
+        os.chown(name, *owner, dir_fd=folder_fd, follow_symlinks=False)
     except PermissionError:
         # Only root may give a file away: rather than silently change the owner, write nothing.
-        raise OwnerError(
-            f"cannot keep the owner ({existing.st_uid}:{existing.st_gid}); nothing written "
-            "(run as root or as the file's owner)"
-        ) from None
+        raise OwnerError(f"cannot keep the owner ({owner[0]}:{owner[1]}); nothing written "
+                         "(run as root or as the file's owner)") from None
 
 
-def _require_owner_can_be_kept(path: Path) -> None:
+def _swap_in(folder_fd: int, temp: str, path: Path,
+             expected: bytes | None | _Unchecked) -> None:
+    """Put the filled temporary ``temp`` in ``path``'s place; on failure it is removed.
+
+    With ``expected`` bytes the new file is exchanged with the old in one step
+    (``renameat2(RENAME_EXCHANGE)``) and what came out is compared with ``expected``: when it
+    differs (an editor renamed its file over ours, or rewrote it, after gpuready read it), the
+    two are exchanged back, so the edit is in place again, and nothing is written. The only
+    window left is an editor that holds the file open across the swap and writes after the
+    check: its bytes go into the old file, which is then gone (README, Safety). That window is
+    closed where Linux can say whether the old file is still open for writing
+    (:func:`gpuready.atfile.wait_until_unwritten`): gpuready waits up to
+    :data:`WRITER_WAIT_SECONDS` for such a writer to close it before comparing, and swaps back
+    when it does not.
+    """
+    name = path.name
+    if isinstance(expected, _Unchecked):
+        _finish(folder_fd, temp, lambda: atfile.rename_at(folder_fd, temp, name, replace=True))
+        return
+    if expected is None:
+        try:
+            _finish(folder_fd, temp,
+                    lambda: atfile.rename_at(folder_fd, temp, name, replace=False))
+        except FileExistsError:
+            raise _changed(path) from None
+        return
+    try:
+        swapped = _finish(folder_fd, temp, lambda: atfile.exchange(folder_fd, temp, name))
+    except FileNotFoundError:  # the file went away meanwhile
+        raise _changed(path) from None
+    if not swapped:
+        # No renameat2 (not glibc) or a file system without RENAME_EXCHANGE: check, then rename.
+        # An edit renamed into place between the two is replaced; the lock keeps other
+        # gpuready runs out of that window, not editors.
+        if not _holds(folder_fd, name, expected, path):
+            _unlinked(folder_fd, temp)
+            raise _changed(path)
+        _finish(folder_fd, temp, lambda: atfile.rename_at(folder_fd, temp, name, replace=True))
+        return
+    # Only a process that opened the old file before the exchange can still write to it (its
+    # name is now the hidden temporary): once none holds it open for writing, it stays as read.
+    if atfile.wait_until_unwritten(folder_fd, temp, seconds=WRITER_WAIT_SECONDS) is False:
+        _swap_back(folder_fd, temp, path)
+        raise ConcurrentChangeError(f"{path}: held open for writing by another process while "
+                                    "gpuready wrote it; left as it was, nothing written, run "
+                                    "again once it is closed")
+    if _holds(folder_fd, temp, expected, path):
+        _unlinked(folder_fd, temp)  # the file as it was read: replaced, as planned
+        return
+    _swap_back(folder_fd, temp, path)
+    raise _changed(path)
+
+
+WRITER_WAIT_SECONDS = 2.0  # how long a process writing the old file is given to close it
+
+
+def _finish(folder_fd: int, temp: str, step):
+    """Run the renaming ``step``; when it fails, the temporary goes."""
+    try:
+        return step()
+    except BaseException:
+        _unlinked(folder_fd, temp)
+        raise
+
+
+def _swap_back(folder_fd: int, temp: str, path: Path) -> None:
+    """Exchange again: the file someone else changed is back at ``path``, ours goes."""
+    try:
+        atfile.exchange(folder_fd, temp, path.name)
+    except OSError as error:
+        raise WriteError(f"{path}: changed on disk while gpuready wrote it, and could not be "
+                         f"put back ({error.strerror or error}): the changed file is "
+                         f"{path.parent / temp}; move it back by hand") from None
+    _unlinked(folder_fd, temp)
+    atfile.fsync_folder(folder_fd)
+
+
+def _holds(folder_fd: int, name: str, expected: bytes, shown: Path) -> bool:
+    """True when ``name`` in the open folder is a regular file of exactly ``expected``."""
+    try:
+        return atfile.read_at(folder_fd, name, shown, limit=len(expected)) == expected
+    except (OSError, WriteError):
+        return False
+
+
+def _changed(path: Path) -> ConcurrentChangeError:
+    return ConcurrentChangeError(f"{path}: changed on disk while gpuready wrote it; that change "
+                                 "is kept and nothing was written, run again")
+
+
+def _require_owner_can_be_kept(path: Path, *, node: Node) -> None:
     """Refuse before writing anything when the replacement could not keep the file's owner."""
     if os.geteuid() == 0:
         return
-    status = path.stat()
+    status = _lstat(path, node=node)
+    if status is None:
+        return
     groups = {os.getegid(), *os.getgroups()}
     if status.st_uid != os.geteuid() or status.st_gid not in groups:
         raise WriteError(
@@ -385,14 +543,21 @@ def _require_owner_can_be_kept(path: Path) -> None:
         )
 
 
-def _keep_first_backup(path: Path, original: bytes) -> None:
-    """Save the file as it was before gpuready first changed it; later runs keep that copy."""
+def _keep_first_backup(path: Path, original: bytes, *, node: Node) -> Path | None:
+    """Save the file as it was before gpuready first changed it; later runs keep that copy.
+    Returns the backup when this call made it."""
+    if require_backup_slot(path, node=node):
+        return None
+    status = _lstat(path, node=node)
+    # the file's own mode, less group and world write: a backup is one of the files gpuready
+    # trusts (Node.require_trusted), so a group-writable config must not give a refused backup
+    mode = NEW_FILE_MODE if status is None else status.st_mode & 0o7777 & ~0o022
     backup = backup_path(path)
-    if not require_backup_slot(path):
-        write_atomic(backup, original, mode=path.stat().st_mode & 0o7777)
+    write_atomic(backup, original, mode=mode, node=node, expected=None)
+    return backup
 
 
-def require_backup_slot(path: Path) -> bool:
+def require_backup_slot(path: Path, *, node: Node | None = None) -> bool:
     """True when ``path``'s backup is already kept (a plain file), False when there is none yet.
 
     Anything else at the backup's path (a folder, a link, a FIFO) is not a backup gpuready could
@@ -400,11 +565,11 @@ def require_backup_slot(path: Path) -> bool:
     """
     backup = backup_path(path)
     try:
-        status = backup.lstat()
-    except FileNotFoundError:
-        return False
+        status = _lstat(backup, node=node or HOST)
     except OSError as error:
         raise WriteError(f"{backup}: {error.strerror or error}; nothing written") from None
+    if status is None:
+        return False
     if stat.S_ISREG(status.st_mode):
         return True
     kind = "a symbolic link" if stat.S_ISLNK(status.st_mode) else (
@@ -413,22 +578,27 @@ def require_backup_slot(path: Path) -> bool:
                      "nothing written (move it away and run again)")
 
 
-def _read_or_none(path: Path) -> bytes | None:
+def _lstat(path: Path, *, node: Node) -> os.stat_result | None:
+    """``lstat`` of ``path`` from its folder's descriptor; None when it or its folder is gone."""
     try:
-        return path.read_bytes()
+        with atfile.folder(path.parent, node=node) as folder_fd:
+            return atfile.lstat_at(folder_fd, path.name)
+    except FileNotFoundError:
+        return None
+
+
+READ_LIMIT = 64 * 1024 * 1024  # what the writer reads of a file to compare: far above any limit
+
+
+def _read_or_none(path: Path, *, node: Node) -> bytes | None:
+    """The bytes of ``path``, read from its folder's descriptor; None when it is not there."""
+    try:
+        with atfile.folder(path.parent, node=node) as folder_fd:
+            return atfile.read_at(folder_fd, path.name, path, limit=READ_LIMIT)
     except FileNotFoundError:
         return None
     except OSError as error:
         raise WriteError(f"{path}: {error.strerror or error}") from None
-
-
-def _fsync_folder(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def remove_planned(plan: Plan, *, node: Node) -> bool:
@@ -439,36 +609,109 @@ def remove_planned(plan: Plan, *, node: Node) -> bool:
     wrote, its record, a backup equal to the restored file), so no backup is kept.
     """
     target = node.writable(plan.path)
-    remove_stale_temporaries(target)
-    current = _read_or_none(target)
+    remove_stale_temporaries(target, node=node)
+    current = _read_or_none(target, node=node)
     if current is None:
         return False
     if plan.before is None or current != plan.before.encode("utf-8"):
         raise ConcurrentChangeError(
             f"{plan.path}: changed on disk while gpuready was planning; nothing removed, run again"
         )
+    return remove_file(target, node=node, expected=current)
+
+
+def remove_file(path: Path, *, node: Node,
+                expected: bytes | _Unchecked = UNCHECKED) -> bool:
+    """Remove the file ``path`` (resolved) from its folder's descriptor; False when it is gone.
+
+    With ``expected``, the file is first renamed aside and what was taken out compared: a file
+    that no longer holds ``expected`` is renamed back and :class:`ConcurrentChangeError` raised.
+    """
     try:
-        os.unlink(target)
+        with atfile.folder(path.parent, node=node) as folder_fd:
+            if isinstance(expected, _Unchecked):
+                os.unlink(path.name, dir_fd=folder_fd)
+            else:
+                _remove_checked(folder_fd, path, expected)
+            atfile.fsync_folder(folder_fd)
+    except FileNotFoundError:
+        return False
     except OSError as error:
-        raise WriteError(f"{plan.path}: cannot remove: {error.strerror or error}") from None
-    _fsync_folder(target.parent)
+        raise WriteError(f"{path}: cannot remove: {error.strerror or error}") from None
     return True
 
 
-def remove_own_link(link: Path, targets: tuple[str, ...]) -> bool:
+def _remove_checked(folder_fd: int, path: Path, expected: bytes) -> None:
+    if atfile.is_link_at(folder_fd, path.name):
+        raise atfile.LinkSwappedError(path)
+    aside = atfile.temporary_name(path.name)
+    atfile.rename_at(folder_fd, path.name, aside, replace=False)
+    if _holds(folder_fd, aside, expected, path):
+        _unlinked(folder_fd, aside)
+        return
+    try:
+        atfile.rename_at(folder_fd, aside, path.name, replace=False)
+    except OSError as error:
+        raise WriteError(f"{path}: changed on disk while gpuready removed it, and could not be "
+                         f"put back ({error.strerror or error}): the changed file is "
+                         f"{path.parent / aside}; move it back by hand") from None
+    raise ConcurrentChangeError(f"{path}: changed on disk while gpuready removed it; that "
+                                "change is kept and nothing was removed, run again")
+
+
+def remove_empty_folder(folder: Path, *, node: Node) -> bool:
+    """Remove ``folder`` (resolved) when it is an empty folder, not a link; False when it holds
+    anything or cannot be removed (a link on the way included: what was not made is not
+    undone)."""
+    try:
+        with atfile.folder(folder.parent, node=node) as above:
+            found = atfile.lstat_at(above, folder.name)
+            if found is None or not stat.S_ISDIR(found.st_mode):
+                return False
+            os.rmdir(folder.name, dir_fd=above)
+            atfile.fsync_folder(above)
+    except (OSError, atfile.LinkSwappedError):
+        return False
+    return True
+
+
+def make_folders(folder: Path, *, node: Node) -> None:
+    """Create ``folder`` (resolved) and the folders above it that are missing, each from the
+    descriptor of the one above it, never through a link."""
+    base, below = node.anchor(folder)
+    shown = Path(base)
+    try:
+        fd = atfile.open_folder(base, node=node)
+        try:
+            for part in below.parts:
+                shown = shown / part
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, dir_fd=fd)
+                inner = atfile.subfolder(fd, part, shown)
+                os.close(fd)
+                fd = inner
+        finally:
+            os.close(fd)
+    except OSError as error:
+        raise WriteError(f"{shown}: cannot create: {error.strerror or error}") from None
+
+
+def remove_own_link(link: Path, targets: tuple[str, ...], *, node: Node | None = None) -> bool:
     """Remove the symbolic link ``link`` (a resolved host path: its folder's links followed)
     while it holds one of ``targets``; False when it is gone or is anything else, which stays.
 
     The caller holds :func:`locked` for the link's folder."""
     try:
-        if not link.is_symlink() or os.readlink(link) not in targets:
-            return False
-        os.unlink(link)
+        with atfile.folder(link.parent, node=node or HOST) as folder_fd:
+            if not atfile.is_link_at(folder_fd, link.name) or os.readlink(
+                    link.name, dir_fd=folder_fd) not in targets:
+                return False
+            os.unlink(link.name, dir_fd=folder_fd)
+            atfile.fsync_folder(folder_fd)
     except FileNotFoundError:
         return False
     except OSError as error:
         raise WriteError(f"{link}: cannot remove: {error.strerror or error}") from None
-    _fsync_folder(link.parent)
     return True
 
 

@@ -206,6 +206,17 @@ class Node:
         """
         return Path(self._resolve(os.path.abspath(host_path), fresh=True)[0])
 
+    def anchor(self, host_path: Path | str) -> tuple[str, PurePosixPath]:
+        """Where a writer starts walking to the resolved ``host_path`` (see
+        :mod:`gpuready.atfile`), and the parts it walks from there: the root for a path inside
+        it (the root itself is taken as the user named it), ``/`` for the live node and for a
+        file named outside the root."""
+        absolute = os.path.abspath(host_path)
+        if self._host or not self._contains(absolute):
+            return "/", PurePosixPath(absolute[1:])
+        return self._root, PurePosixPath(absolute[len(self._prefix):] if absolute != self._root
+                                         else "")
+
     def _resolve(self, absolute: str, *, fresh: bool = False) -> tuple[str, bool]:
         """The resolved form of an absolute host path, and True when a part of it is missing
         (then nothing below that part exists either)."""
@@ -298,7 +309,11 @@ class Node:
             links += 1
             if links > MAX_LINKS:
                 raise InputError(shown, "too many levels of symbolic links")
-            target = self._readlink(candidate, fresh=fresh)
+            try:
+                target = self._readlink(candidate, fresh=fresh)
+            except OSError:  # no link any more: it was swapped between the lstat and now
+                raise InputError(candidate, "changed while gpuready looked at it (a symbolic "
+                                 "link that went away); nothing written, run again") from None
             if target.startswith("/"):
                 folders, missing = [self._root], None
             pending.extend(reversed(target.split("/")))

@@ -293,7 +293,8 @@ def remove_links(links: list[Path], *, node: Node) -> list[Path]:
     from gpuready.fsio import remove_own_link
 
     return [link for link in links
-            if remove_own_link(node.writable(link.parent) / link.name, link_targets(link.name))]
+            if remove_own_link(node.writable(link.parent) / link.name, link_targets(link.name),
+                               node=node)]
 
 
 def enable_hint() -> str:

@@ -20,7 +20,6 @@ nothing to do: gpuready never guesses what it added.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -48,7 +47,7 @@ from gpuready.containerd.record import (
 )
 from gpuready.containerd.versions import KeyPath, render_key_path, spec_of
 from gpuready.errors import InputError
-from gpuready.fsio import backup_path
+from gpuready.fsio import backup_path, remove_empty_folder
 from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
 
@@ -247,8 +246,7 @@ def remove_empty_folders(folders: Iterable[Path], *, node: Node) -> list[Path]:
         if (not node.is_host and not node.contains(real)) or os.path.islink(real) or (
                 not os.path.isdir(real)):
             continue
-        with contextlib.suppress(OSError):
-            os.rmdir(real)
+        if remove_empty_folder(real, node=node):  # from the root's descriptor, as any write
             removed.append(folder)
     return removed
 

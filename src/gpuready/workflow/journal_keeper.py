@@ -4,11 +4,9 @@ transaction goes: before the first file, at the restart and the roll-back, and a
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from gpuready import fsio
-from gpuready.errors import InputError
 from gpuready.node import Node
 from gpuready.workflow.journal import Journal, journal_path
 
@@ -19,8 +17,8 @@ def write(node: Node, config: Path, journal: Journal) -> None:
     """Write ``journal`` beside ``config`` atomically, readable by its owner only (it holds the
     files' texts, and a config may hold credentials)."""
     target = node.writable(journal_path(config))
-    fsio.remove_stale_temporaries(target)
-    fsio.write_atomic(target, journal.to_json(node.root).encode("utf-8"), mode=0o600)
+    fsio.remove_stale_temporaries(target, node=node)
+    fsio.write_atomic(target, journal.to_json(node.root).encode("utf-8"), mode=0o600, node=node)
 
 
 def advance(node: Node, config: Path, journal: Journal, phase: str) -> Journal:
@@ -33,28 +31,8 @@ def advance(node: Node, config: Path, journal: Journal, phase: str) -> Journal:
 def clear(node: Node, config: Path) -> None:
     """Remove the journal: the transaction has its verdict."""
     target = node.writable(journal_path(config))
-    try:
-        target.unlink()
-    except FileNotFoundError:
-        return
-    except OSError as error:
-        raise InputError(target, f"cannot remove the transaction journal: "
-                         f"{error.strerror or error}") from None
-    fsio.remove_stale_temporaries(target)
-    _fsync(target.parent)
-
-
-def _fsync(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    if fsio.remove_file(target, node=node):  # WriteError: "<journal>: cannot remove: ..."
+        fsio.remove_stale_temporaries(target, node=node)
 
 
 class Keeper:
