@@ -111,11 +111,61 @@ def _setup(root: Path) -> list[str]:
     return ["setup", "--root", str(root), "--gpus", "8"]
 
 
+def _drop_in(root: Path) -> list[str]:
+    _configure(root)
+    return ["configure", "--root", str(root), "--drop-in", "--containerd-version", "1.7"]
+
+
+def _unconfigure(root: Path) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "gpuready", *_configure(root)[:3]],
+                          env=dict(os.environ, PYTHONPATH=str(REPO / "src")),
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return ["unconfigure", "--root", str(root)]
+
+
+def _migrate(root: Path) -> list[str]:
+    _configure(root)
+    return ["migrate", "--to", "3", "--root", str(root), "--containerd-version", "2.1"]
+
+
+def _lint_fix(root: Path) -> list[str]:
+    _configure(root)
+    config = root / CONFIG
+    config.write_text(config.read_text().replace("SystemdCgroup = true",
+                                                 'SystemdCgroup = "true"'))
+    return ["lint", "--fix", "--root", str(root), "--containerd-version", "1.7"]
+
+
+def _cdi_refresh(root: Path) -> list[str]:
+    (root / "etc").mkdir(parents=True)
+    return ["cdi", "refresh", "--root", str(root), "--gpus", "8", "--no-hooks"]
+
+
+def _docker(root: Path) -> list[str]:
+    (root / "etc" / "docker").mkdir(parents=True)
+    (root / "etc" / "docker" / "daemon.json").write_text('{"log-level": "info"}\n')
+    return ["configure", "--engine", "docker", "--root", str(root)]
+
+
+def _crio(root: Path) -> list[str]:
+    (root / "etc" / "crio").mkdir(parents=True)
+    (root / "etc" / "crio" / "crio.conf").write_text("[crio.runtime]\n")
+    return ["configure", "--engine", "crio", "--root", str(root)]
+
+
 # each writing command, and the folders of its node a link is swapped in for
 WRITERS: dict[str, tuple[Callable[[Path], list[str]], tuple[str, ...]]] = {
     "configure": (_configure, ("etc/containerd", "etc")),
+    "configure-drop-in": (_drop_in, ("etc/containerd",)),
+    "unconfigure": (_unconfigure, ("etc/containerd",)),
+    "migrate": (_migrate, ("etc/containerd",)),
+    "lint-fix": (_lint_fix, ("etc/containerd",)),
     "cdi-generate": (_cdi_generate, ("etc",)),
+    "cdi-refresh": (_cdi_refresh, ("etc",)),
     "setup": (_setup, ("etc", "etc/containerd")),
+    "docker": (_docker, ("etc/docker",)),
+    "crio": (_crio, ("etc/crio",)),
 }
 
 
@@ -171,8 +221,13 @@ def _assert_clear(code: int, err: str, node: Node, what: str) -> None:
         assert str(node.root) in errors[0], f"{what}: the error names no path: {err}"
 
 
-@pytest.mark.parametrize("name,folder", [(name, folder) for name, (_, folders) in
-                                         WRITERS.items() for folder in folders])
+# the writers whose sweep runs in CI; the others (the same writer, other commands) with --slow
+IN_CI = ("configure", "cdi-generate", "setup")
+
+
+@pytest.mark.parametrize("name,folder", [
+    pytest.param(name, folder, marks=() if name in IN_CI else pytest.mark.slow)
+    for name, (_, folders) in WRITERS.items() for folder in folders])
 def test_a_link_swapped_in_before_any_path_operation_moves_nothing_out(
         tmp_path: Path, name: str, folder: str) -> None:
     """Before each path operation of the command in turn, ``folder`` becomes a link to a copy
@@ -182,7 +237,7 @@ def test_a_link_swapped_in_before_any_path_operation_moves_nothing_out(
     count_file = tmp_path / "count"
     node = Node(tmp_path / "node", name, folder)
     code, err = _run_flipped(node, 0, runner, count_file)
-    assert code == 0, err
+    assert code in ((0, 1) if name == "lint-fix" else (0,)), err  # lint: findings left: 1
     operations = int(count_file.read_text())
     assert operations >= 4, "the hook saw no writes"
     refused = []
@@ -273,7 +328,8 @@ def _free_races(tmp_path: Path, name: str, runs: int) -> list[str]:
     return escaped
 
 
-@pytest.mark.parametrize("name", list(WRITERS))
+@pytest.mark.parametrize("name", [pytest.param(name, marks=() if name in IN_CI else
+                                                pytest.mark.slow) for name in WRITERS])
 def test_a_link_raced_in_moves_nothing_out(tmp_path: Path, name: str) -> None:
     """A few free races per command; ``--slow`` runs 200."""
     assert _free_races(tmp_path, name, 6) == []
