@@ -1,4 +1,4 @@
-"""Print the corpus figures the README shows: run ``gpuready configure`` over every corpus file.
+"""Print the corpus figures of docs/configure.md: run ``gpuready configure`` on every corpus file.
 
     python3 scripts/corpus_report.py            # figures, then one line per file
 

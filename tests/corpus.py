@@ -105,7 +105,7 @@ def _loaded(config_dump: Dump, path: Path) -> bool:
 
 
 def figures(outcomes: list[Outcome]) -> dict[str, int]:
-    """The corpus figures the README shows."""
+    """The corpus figures docs/configure.md shows."""
     old = [o for o in outcomes if o.version <= 2]
     return {
         "files": len(outcomes),

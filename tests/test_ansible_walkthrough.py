@@ -1,10 +1,10 @@
-"""The README's Ansible walkthrough, run as printed: the collection against ``localhost`` on a
-sandbox root, with the real ``ansible-playbook`` (``-i localhost, -c local``) and the machine's
-own ``/usr/bin/python3`` for the modules.
+"""The Ansible walkthrough (docs/ansible.md), run as printed: the collection against
+``localhost`` on a sandbox root, with the real ``ansible-playbook`` (``-i localhost, -c local``)
+and the machine's own ``/usr/bin/python3`` for the modules.
 
-The README's steps run from the checkout (``ANSIBLE_COLLECTIONS_PATH=.``); ``/tmp/gpuready-node``
+Its steps run from the checkout (``ANSIBLE_COLLECTIONS_PATH=.``); ``/tmp/gpuready-node``
 becomes a folder of the test's, and ``.venv/bin/ansible-playbook`` the one beside this Python.
-How the README's blocks are found and compared: tests/test_readme_walkthroughs.py.
+How a page's blocks are found and compared: tests/test_readme_walkthroughs.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from tests.ansible_support import ansible_tool
 from tests.helpers import LAB_BASE, REPO, require
 from tests.test_readme_walkthroughs import gpuready_on_path, run_steps, walkthrough
 
-ANSIBLE_WALKTHROUGH = "#### Try it: one host, `localhost`, on a sandbox root"
+ANSIBLE_WALKTHROUGH = "## Try it: one host, `localhost`, on a sandbox root"
 SHOWN_ROOT = "/tmp/gpuready-node"
 SHOWN_PLAYBOOK_TOOL = ".venv/bin/ansible-playbook"
 NODE_PYTHON = Path("/usr/bin/python3")

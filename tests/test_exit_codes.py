@@ -21,7 +21,7 @@ from gpuready.cli import main
 from gpuready.cli.commands import COMMANDS
 from gpuready.errors import EXIT_CODES, exit_code_help
 from tests import driver_trees as trees
-from tests.helpers import REPO
+from tests.userdocs import section
 
 LINE = ("--containerd-version", "1.7")
 NO_CONFIG = "containerd runs its built-in defaults"
@@ -251,9 +251,8 @@ def test_every_help_ends_with_the_one_table(command: str, capsys) -> None:
 
 
 def test_readme_table_is_the_one_table() -> None:
-    readme = (REPO / "README.md").read_text()
-    section = readme[readme.index("### Exit codes"):]
-    rows = re.findall(r"^\| (\d) \| (.+) \|$", section[:section.index("\n\n", 200)], re.M)
+    table = section("### Exit codes")
+    rows = re.findall(r"^\| (\d) \| (.+) \|$", table[:table.index("\n\n", 200)], re.M)
     assert [(int(code), meaning) for code, meaning in rows] == [
         (int(code), meaning) for code, meaning in EXIT_CODES]
 

@@ -1,4 +1,4 @@
-"""gpuready's container image: built with the README's one command (scripts/build_image.py),
+"""gpuready's container image: built with the one documented command (scripts/build_image.py),
 loaded into a real containerd with ``ctr image import`` and run there with ``ctr run``, a node
 tree mounted at /host; and deploy/image/Containerfile built by buildah on that build's base.
 
@@ -28,6 +28,7 @@ from tests.harness.containerd import Containerd, short_tempdir
 from tests.harness.processes import remove_folder
 from tests.helpers import REPO, run_cli
 from tests.rules_support import node_sandbox
+from tests.userdocs import section, sh_blocks
 
 SCRIPT = REPO / "scripts" / "build_image.py"
 CONTAINERFILE = REPO / "deploy" / "image" / "Containerfile"
@@ -52,18 +53,16 @@ def require_tools(*names: str) -> None:
     pytest.skip(reason)
 
 
-def readme_commands() -> list[list[str]]:
-    """The README's container image commands (its section's first sh block): build, import."""
-    readme = (REPO / "README.md").read_text()
-    start = readme.index("## Container image")
-    section = readme[start:readme.index("\n## ", start + 1)]
-    first = re.search(r"```sh\n(.*?)```", section, flags=re.S)[1]
+def image_commands() -> list[list[str]]:
+    """The documented container image commands (the first sh block of the "Container image"
+    section, docs/install.md): build, import."""
+    first = sh_blocks(section("## Container image"))[0]
     return [shlex.split(line) for line in first.strip().splitlines()]
 
 
 @dataclass
 class Built:
-    """What the README's build command wrote."""
+    """What the documented build command wrote."""
 
     out: Path
     output: str
@@ -79,10 +78,10 @@ class Built:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
-    """The image, built with the README's command (this Python for its `.venv/bin/python`,
+    """The image, built with the documented command (this Python for its `.venv/bin/python`,
     without sudo: the tests run as root), into a temporary folder instead of dist/."""
     require_tools("mmdebstrap", "umoci")
-    build, _ = readme_commands()
+    build, _ = image_commands()
     assert build[:3] == ["sudo", ".venv/bin/python", "scripts/build_image.py"], build
     out = tmp_path_factory.mktemp("image") / "out"
     command = [sys.executable, str(REPO / build[2]), *build[3:], "--out", str(out)]
@@ -151,7 +150,7 @@ def test_the_image_runs_gpuready_under_containerd(built, start_containerd, tmp_p
     reports on a node tree mounted at /host as gpuready does here."""
     daemon = start_containerd()
     import_image(daemon, built.archive, IMAGE)
-    assert f"ctr -n k8s.io image import {built.archive}" in built.output  # as the README says
+    assert f"ctr -n k8s.io image import {built.archive}" in built.output  # as docs/install.md says
 
     bare = run_in(daemon, IMAGE)  # no arguments: the entrypoint alone
     assert bare.returncode == 2 and bare.stdout.startswith("usage: gpuready "), bare
@@ -249,9 +248,9 @@ def test_a_bundle_without_debian_12s_wheels_is_refused_in_one_line(tmp_path) -> 
     assert not out.exists()
 
 
-def test_the_readme_imports_what_the_command_writes() -> None:
-    """The README's import command names the archive the build command writes by default."""
-    build, load = readme_commands()
+def test_the_documented_import_loads_what_the_build_writes() -> None:
+    """The documented import command names the archive the build command writes by default."""
+    build, load = image_commands()
     assert load == ["sudo", "ctr", "-n", "k8s.io", "image", "import",
                     f"dist/image-{VERSION}/gpuready.oci.tar"]
     shown = subprocess.run([sys.executable, str(REPO / build[2]), "--help"],

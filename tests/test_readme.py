@@ -1,4 +1,7 @@
-"""What the README promises a new user: the Quick start, the test command, the exit codes."""
+"""What the README promises a new user: the Quick start, the test command, the exit codes.
+
+Each fact is read from the page that holds it (tests/userdocs.py); the Quick start and the test
+command are the README's own."""
 
 from __future__ import annotations
 
@@ -6,20 +9,16 @@ import re
 
 from gpuready.errors import ExitCode
 from tests.helpers import REPO
+from tests.userdocs import README as README_PAGE
+from tests.userdocs import page_with, section, sh_blocks
 
-README = (REPO / "README.md").read_text()
+README = README_PAGE.read_text()
 CI_RUN = (REPO / ".ci" / "run").read_text()
 
 
-def blocks(section: str) -> list[str]:
-    """The ```sh blocks of one README section."""
-    start = README.index(section)
-    end = README.index("\n## ", start + 1)
-    return re.findall(r"```sh\n(.*?)```", README[start:end], flags=re.S)
-
-
 def test_quick_start_installs_into_a_virtual_environment_in_two_commands():
-    install = blocks("## Quick start")[0].strip().splitlines()
+    assert page_with("## Quick start") == README_PAGE
+    install = sh_blocks(section("## Quick start"))[0].strip().splitlines()
     assert len(install) == 2
     assert install[0].startswith("python3 -m venv .venv && .venv/bin/pip install -e .")
     assert install[1].startswith(".venv/bin/gpuready setup ")
@@ -69,8 +68,7 @@ def test_ci_makes_a_venv_another_python_made_again(tmp_path):
 
 
 def test_exit_code_table_is_one_table_of_every_code():
-    start = README.index("### Exit codes")
-    lines = README[start:].splitlines()
+    lines = section("### Exit codes").splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("| code"))
     rows = []
     for line in lines[first + 2 :]:

@@ -1,7 +1,7 @@
-"""The README's console examples are what the tool prints today.
+"""The documentation's console examples (the README's and docs/'s) are what the tool prints today.
 
-Each example below is run as the README shows it, on a fresh folder standing in for the path it
-names, and its output must equal the README's lines (the folder's path put back). An example
+Each example below is run as its page shows it, on a fresh folder standing in for the path it
+names, and its output must equal the page's lines (the folder's path put back). An example
 that drifts from the tool fails here instead of misleading the operator who reads it.
 """
 
@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, run_cli
-
-README = REPO / "README.md"
+from tests.helpers import run_cli
+from tests.userdocs import pages
 
 
 def console_examples() -> dict[str, list[str]]:
-    """``{command line: printed lines}`` for every ``$ `` line of the README's console blocks."""
+    """``{command line: printed lines}`` for every ``$ `` line of the console blocks of the
+    README and of every page of docs/."""
     examples: dict[str, list[str]] = {}
     current: list[str] | None = None
     in_console = False
-    for line in README.read_text().splitlines():
+    for line in (line for page in pages() for line in page.read_text().splitlines()):
         if line.startswith("```"):
             in_console = line == "```console"
             current = None
@@ -65,7 +65,7 @@ def test_setup_then_check_print_what_the_readme_shows(tmp_path: Path, examples) 
 def test_docker_setup_prints_what_the_readme_shows(tmp_path: Path, examples) -> None:
     shown = "/tmp/workstation"
     (tmp_path / "etc" / "docker").mkdir(parents=True)
-    (tmp_path / "etc" / "docker" / "daemon.json").write_text("{}\n")  # the README's is kept
+    (tmp_path / "etc" / "docker" / "daemon.json").write_text("{}\n")  # the page's is kept
     for command in (f"gpuready setup --engine docker --root {shown}",
                     f"cat {shown}/root/toolkit/report.txt"):
         assert _run_as_shown(command, shown_root=shown, root=tmp_path) == examples[command], (

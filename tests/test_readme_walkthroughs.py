@@ -1,15 +1,17 @@
-"""The README's walkthroughs, run as printed.
+"""The documentation's walkthroughs, run as printed.
 
-A walkthrough is the ```sh and ```console blocks under one README heading, in order. Each ```sh
+A walkthrough is the ```sh and ```console blocks under one heading of the README or of a page
+of docs/ (tests/userdocs.py finds it), in order. Each ```sh
 block runs in bash (``-eu -o pipefail``) and must succeed; each ``$ `` line of a ```console block
-runs the same way, and what it prints (stdout and stderr together) must be the lines the README
+runs the same way, and what it prints (stdout and stderr together) must be the lines the page
 shows under it. A line ``...`` stands for any lines; blank lines, runs of spaces and the parts
 that differ from run to run (a process id, a sandbox id, a duration) are not compared.
 
 The paths a walkthrough names (``/tmp/gr-demo``) are replaced by fresh folders of the test's, in
 the commands and back again in what they print, so a run never meets another's files.
 
-Here: the private containerd of ``verify --live`` (start, import the pause image, point, stop),
+Here: the private containerd of ``verify --live`` (docs/verify.md: start, import the pause image,
+point, stop),
 with Debian's containerd and runc for real. The Ansible walkthrough is
 tests/test_ansible_walkthrough.py (it needs ansible-core's controller).
 """
@@ -29,14 +31,14 @@ from pathlib import Path
 from tests.harness.containerd import short_tempdir
 from tests.harness.processes import remove_folder
 from tests.helpers import PROBE_IMAGE, REPO, require
+from tests.userdocs import page_with
 
-README = REPO / "README.md"
-CONTAINERD_WALKTHROUGH = "#### Try it: a private containerd, started and stopped by hand"
+CONTAINERD_WALKTHROUGH = "## Try it: a private containerd, started and stopped by hand"
 SHOWN_FOLDER = "/tmp/gr-demo"
-SHOWN_RUNC = "/usr/sbin/runc"  # where Debian's runc is, as the README shows it
+SHOWN_RUNC = "/usr/sbin/runc"  # where Debian's runc is, as the page shows it
 STEP_TIMEOUT = 120
 
-# What changes from run to run, in the README's lines and in the printed ones alike.
+# What changes from run to run, in the page's lines and in the printed ones alike.
 VOLATILE = (
     (re.compile(r"\bpid \d+"), "pid N"),
     (re.compile(r"\bsandbox [0-9a-f]{12}\b"), "sandbox ID"),
@@ -47,7 +49,7 @@ VOLATILE = (
 @dataclass
 class Step:
     """One thing the reader runs: a ```sh block (``kind`` "sh"), or one ``$`` line of a
-    ```console block (``kind`` "console") with the lines the README shows under it."""
+    ```console block (``kind`` "console") with the lines the page shows under it."""
 
     kind: str
     script: str
@@ -55,10 +57,9 @@ class Step:
 
 
 def walkthrough(heading: str) -> list[Step]:
-    """The steps under the README heading ``heading`` (a whole line, such as ``#### Try it``),
-    up to the next heading of its level or above."""
-    lines = README.read_text().splitlines()
-    assert heading in lines, f"the README has no walkthrough {heading!r}"
+    """The steps under the heading ``heading`` (a whole line, such as ``## Try it``) of the
+    README or a page of docs/, up to the next heading of its level or above."""
+    lines = page_with(heading).read_text().splitlines()
     level = len(heading) - len(heading.lstrip("#"))
     steps: list[Step] = []
     fence: str | None = None  # the language of the code block we are in
@@ -125,7 +126,7 @@ def matches(shown: list[str], printed: list[str]) -> bool:
 def run_steps(steps: list[Step], *, paths: dict[str, str], cwd: Path, env: dict[str, str]
               ) -> list[str]:
     """Run every step as the reader would, ``paths`` (shown: real) swapped in; assert that each
-    succeeds and that each console step prints what the README shows. Returns what each step
+    succeeds and that each console step prints what the page shows. Returns what each step
     printed, the paths shown again."""
     printed_all = []
     for step in steps:
@@ -143,7 +144,7 @@ def run_steps(steps: list[Step], *, paths: dict[str, str], cwd: Path, env: dict[
         assert result.returncode == 0, f"{step.script}\nexit {result.returncode}:\n{printed}"
         if step.kind == "console":
             assert matches(step.shown, printed.splitlines()), (
-                f"$ {step.script}\nthe README shows:\n" + "\n".join(step.shown)
+                f"$ {step.script}\nthe page shows:\n" + "\n".join(step.shown)
                 + f"\nit printed:\n{printed}")
         printed_all.append(printed)
     return printed_all
