@@ -45,8 +45,10 @@ def resolve(
         if overrides:
             found = _overlaid(found, pattern, node=node, overrides=overrides)
         return found
-    if overrides and node.resolve(pattern) in overrides:
-        return [pattern] if overrides[node.resolve(pattern)] is not None else None
+    if overrides:
+        resolved = node.resolve(pattern)  # once: a link swapped in meanwhile may change it
+        if resolved in overrides:
+            return [pattern] if overrides[resolved] is not None else None
     return [pattern] if node.is_file(pattern) else None
 
 
