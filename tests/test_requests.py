@@ -121,7 +121,7 @@ def test_every_option_reaches_the_commands_request(words, parser):
                 "agent": ["--root", "/host", "--settings", "settings.yaml"]}.get(words[0], [])
     args = build_parser().parse_args([*words, *required])
     request = module.request_from(args)
-    assert isinstance(request, tuple) and hasattr(request, "_fields")
+    assert isinstance(request, requests.Fields) and request._fields
     missing = _dests(parser) - set(request._fields)
     assert missing == set(), f"{' '.join(words)}: options with no request field: {missing}"
     for field in _dests(parser):  # the parsed value, untouched
