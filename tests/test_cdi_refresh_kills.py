@@ -30,7 +30,8 @@ from tests.test_cdi_staleness import cli, node_a
 SPEC = "etc/cdi/nvidia.yaml"
 INTENT = "etc/cdi/nvidia.yaml.gpuready.intent"
 
-# Runs gpuready with a hook that counts renames (os.rename, os.replace) and SIGKILLs the process
+# Runs gpuready with a hook that counts renames (os.rename, os.replace, and the writer's own
+# renameat2 through ctypes, gpuready.renameat2) and SIGKILLs the process
 # just before the one numbered KILL_AT; with KILL_AT=0 it runs to the end and prints the count.
 KILLER = """\
 import os, signal, sys
@@ -38,7 +39,7 @@ kill_at = int(os.environ["KILL_AT"])
 seen = 0
 def hook(event, args):
     global seen
-    if event == "os.rename":
+    if event in ("os.rename", "gpuready.renameat2"):
         seen += 1
         if seen == kill_at:
             os.kill(os.getpid(), signal.SIGKILL)

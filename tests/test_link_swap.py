@@ -43,8 +43,8 @@ ROOT = os.environ["FLIP_ROOT"].rstrip("/") + "/"
 FOLDER, TARGET = os.environ["FLIP_FOLDER"], os.environ["FLIP_TARGET"]
 AT = int(os.environ["FLIP_AT"])
 WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_DIRECTORY
-EVENTS = {"os.rename", "os.mkdir", "os.remove", "os.rmdir", "os.chmod", "os.chown",
-          "os.symlink", "os.truncate", "os.utime"}
+EVENTS = {"os.rename", "gpuready.renameat2", "os.mkdir", "os.remove", "os.rmdir", "os.chmod",
+          "os.chown", "os.symlink", "os.truncate", "os.utime"}
 state = {"count": 0, "busy": False}
 
 

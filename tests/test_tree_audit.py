@@ -45,12 +45,17 @@ def hook(event, args):
     elif event in STARTS:
         note("start", repr(args)[:200])
 
+class Wrapped:
+    # an instance, not a function: code that keeps os.stat as a class attribute still calls it
+    # unbound, as the builtin it replaces
+    def __init__(self, name):
+        self.name, self.real = name, getattr(os, name)
+    def __call__(self, path, *a, **k):
+        note("os." + self.name, path)
+        return self.real(path, *a, **k)
+
 for name in ("stat", "lstat"):
-    real = getattr(os, name)
-    def wrapped(path, *a, _real=real, _name=name, **k):
-        note("os." + _name, path)
-        return _real(path, *a, **k)
-    setattr(os, name, wrapped)
+    setattr(os, name, Wrapped(name))
 sys.addaudithook(hook)
 sys.argv = ["gpuready", *sys.argv[2:]]
 from gpuready.cli.main import entrypoint
