@@ -47,6 +47,9 @@ import tempfile
 import time
 from pathlib import Path
 
+# this script's folder is on sys.path when it runs: the bundle builder is a sibling
+from build_bundle import BundleError, human_size, project_version
+
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE_SCRIPT = REPO / "scripts" / "build_bundle.py"
 EXIT_FAILED = 1
@@ -91,12 +94,9 @@ UNREACHABLE_MARKERS = (
 TOOLS = {"mmdebstrap": "mmdebstrap", "umoci": "umoci"}  # program -> its Debian package
 
 
-class ImageError(Exception):
-    """A failure the user can act on; reported as one line, without a traceback."""
-
-    def __init__(self, message: str, code: int = EXIT_FAILED) -> None:
-        super().__init__(message)
-        self.code = code
+# A failure the user can act on, reported as one line without a traceback: the bundle's own
+# (its project_version raises it too).
+ImageError = BundleError
 
 
 def run(args: list[str], what: str, *, verbose: bool) -> str:
@@ -323,15 +323,6 @@ def as_root(info: tarfile.TarInfo) -> tarfile.TarInfo:
     return info
 
 
-def human_size(size: float) -> str:
-    """SIZE bytes in B, KiB, MiB or GiB."""
-    for unit in ("B", "KiB", "MiB"):
-        if size < 1024:
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} GiB"
-
-
 def prepare_out(out: Path) -> None:
     """An empty folder for the archives; replaces an earlier build, never anything else."""
     if out.exists():
@@ -343,15 +334,6 @@ def prepare_out(out: Path) -> None:
                              EXIT_INPUT)
         shutil.rmtree(out)
     out.mkdir(parents=True)
-
-
-def project_version() -> str:
-    """The [project] version of pyproject.toml (Python 3.9 has no TOML parser)."""
-    text = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    found = re.search(r'^version\s*=\s*"([^"]+)"', text, re.MULTILINE)
-    if not found:
-        raise ImageError(f"no version in {REPO / 'pyproject.toml'}")
-    return found.group(1)
 
 
 def parse_args(argv: list[str] | None, version: str) -> argparse.Namespace:
@@ -395,7 +377,7 @@ def parse_args(argv: list[str] | None, version: str) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
-    options = parse_args(argv, project_version())
+    options = parse_args(argv, project_version(REPO / "pyproject.toml"))
     debian_arch = debian_architecture()
     arch, oci_arch = ARCHITECTURES[debian_arch]
     if options.bundle:
