@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import REPO, run_cli
 
 HEAVY = ("tomlkit", "yaml", "grpc", "google.protobuf", "hypothesis")
@@ -88,8 +90,9 @@ def test_the_read_path_loads_no_editor_no_diff_no_grpc(tmp_path) -> None:
         assert loaded == "", (command, loaded)
 
 
-# The standard library's costly modules a light command does without (dataclasses brings inspect).
-WATCHED = ("dataclasses",)
+# The standard library's costly modules a light command does without: dataclasses compiles
+# each class from source (about 0.7 ms a class on Python 3.13) and brings inspect.
+WATCHED = ("dataclasses", "inspect")
 LOADED_BY = """
 import sys
 sys.path.insert(0, {src!r})
@@ -211,3 +214,86 @@ def test_judging_a_spec_reads_its_intent_without_the_generator(tmp_path) -> None
     loaded = modules_loaded_by("doctor", "--root", str(root), "--containerd-version", "1.7")
     assert {"gpuready.cdi.staleness", "gpuready.cdi.intent"} <= loaded
     assert not {"gpuready.cdi.generate", "gpuready.cdi.refresh", "gpuready.cdi.nvml"} & loaded
+
+
+# The gpuready modules each command that benchmarks/bench_startup.py measures may import, on the
+# benchmark's own inputs (containerd 1.7.34's default config; a node ``setup`` made; the same
+# node before any edit). A module that lands on one of these paths makes every run of that
+# command pay for it: make it lazy where the command does not need it, or add it here with the
+# reason. A module that no longer loads is taken off, so the lists stay exact.
+HELP_PATH = {"gpuready", "gpuready.cli", "gpuready.cli.commands", "gpuready.cli.formatting",
+             "gpuready.cli.main", "gpuready.errors", "gpuready.terminal"}
+# What every command that reads a containerd config loads: its parser, the model, the file rules.
+CONFIG_READERS = HELP_PATH | {f"gpuready.{name}" for name in (
+    "cli.common", "cli.requests", "compat", "records", "paths", "problems", "node", "sametext",
+    "suggest", "textfile", "kubernetes", "kubernetes.labels",
+    "containerd", "containerd.decoding", "containerd.document", "containerd.facts",
+    "containerd.files", "containerd.imports", "containerd.lines", "containerd.model",
+    "containerd.runc_options", "containerd.semantics", "containerd.versions",
+    "rules", "rules.base", "rules.context", "rules.engine", "rules.locate", "rules.options",
+    "rules.placement", "rules.registry", "rules.runtimes", "rules.shape")}
+FILE_RULES = {"containerd.keyschema", "data", "rules.keys", "rules.structure"}
+NODE_VERDICT = FILE_RULES | {
+    "cdi", "cdi.document", "cdi.intent", "cdi.inventory", "cdi.names", "cdi.node", "cdi.present",
+    "cdi.schema", "cdi.staleness", "cdi.story", "cdi.validate", "cdi.versions",
+    "containerd.nri", "init_system", "kubernetes.dra", "kubernetes.kubelet",
+    "kubernetes.runtimeclass", "owners", "owners.detect", "owners.state", "owners.table", "plan",
+    "rules.cdi_node", "rules.gpu_paths", "rules.node", "rules.ownership", "workflow",
+    "workflow.journal", "yamlfile"}
+ENGINE_DETECTION = {"engines", "engines.containerd_facts", "engines.crio", "engines.crio.facts",
+                    "engines.detection", "engines.docker", "engines.docker.facts",
+                    "engines.facts"}
+CONFIGURE = ENGINE_DETECTION | {
+    "atfile", "changeset", "cli.cmd_configure", "cli.daytwo", "cli.report",
+    "containerd.configure", "containerd.default_runtime", "containerd.edit",
+    "containerd.effective", "containerd.gate", "containerd.keep_default", "containerd.layout",
+    "containerd.provenance", "containerd.record", "containerd.register", "fsio", "init_system",
+    "owners", "owners.configure", "owners.detect", "owners.records", "owners.table",
+    "owners.template", "plan", "reporting", "reporting.text", "rules.effect", "workflow",
+    "workflow.daytwo", "workflow.journal", "workflow.owner_change"}
+ALLOWED_MODULES = {
+    "--help": HELP_PATH,
+    "lint FILE": FILE_RULES | {"cli.cmd_lint", "reporting", "reporting.text"},
+    "check": NODE_VERDICT | {"cli.cmd_check", "containerd.gate", "workflow.contract"},
+    "doctor": NODE_VERDICT | ENGINE_DETECTION | {"cli.cmd_doctor", "cli.cmd_lint", "reporting",
+                                                 "reporting.text", "rules.transaction"},
+    "configure, configured node": CONFIGURE,
+    "configure, first edit": CONFIGURE | {"containerd.dump"},
+}
+
+
+@pytest.fixture(scope="module")
+def benchmark_inputs(tmp_path_factory) -> dict[str, list[str]]:
+    """bench_startup.py's commands on its inputs, by the names of :data:`ALLOWED_MODULES`."""
+    folder = tmp_path_factory.mktemp("startup")
+    default = REPO / "tests" / "data" / "containerd" / "containerd-1.7.34-default.toml"
+    config = folder / "config.toml"
+    config.write_text(default.read_text())
+    for node in ("set-up", "fresh"):
+        (folder / node / "etc" / "containerd").mkdir(parents=True)
+        (folder / node / "etc" / "containerd" / "config.toml").write_text(default.read_text())
+    assert run_cli("setup", "--root", str(folder / "set-up"),
+                   "--containerd-version", "1.7").code == 0
+    set_up, fresh = str(folder / "set-up"), str(folder / "fresh")
+    return {"--help": ["--help"], "lint FILE": ["lint", str(config)],
+            "check": ["check", "--root", set_up], "doctor": ["doctor", "--root", set_up],
+            "configure, configured node": ["configure", "--dry-run", "--root", set_up,
+                                           "--containerd-version", "1.7"],
+            "configure, first edit": ["configure", "--dry-run", "--root", fresh,
+                                      "--containerd-version", "1.7"]}
+
+
+@pytest.mark.parametrize("command", list(ALLOWED_MODULES))
+def test_each_benchmarked_command_imports_only_its_listed_modules(benchmark_inputs, command):
+    """Start-up is mostly imports: each benchmarked command loads exactly the gpuready modules
+    listed for it (and never ``dataclasses``, which brings ``inspect``)."""
+    listed = ALLOWED_MODULES[command] | (CONFIG_READERS if command != "--help" else set())
+    allowed = {name if name.startswith("gpuready") else f"gpuready.{name}" for name in listed}
+    everything = modules_loaded_by(*benchmark_inputs[command])
+    watched, loaded = everything & set(WATCHED), everything - set(WATCHED) - {""}
+    if command != "configure, first edit":  # tomlkit, the editor, is made of dataclasses
+        assert not watched, f"{command} imports {sorted(watched)}"
+    assert not loaded - allowed, (
+        f"{command} imports modules outside its list: {sorted(loaded - allowed)}")
+    assert not allowed - loaded, (
+        f"{command} no longer imports {sorted(allowed - loaded)}: take them off its list")

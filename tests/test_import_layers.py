@@ -42,6 +42,7 @@ LAYERS: dict[str, int] = {
     # -- 0 foundation: values and helpers that know no node and no engine
     "gpuready": FOUNDATION,  # the package itself: its version
     "gpuready.errors": FOUNDATION,
+    "gpuready.records": FOUNDATION,
     "gpuready.compat": FOUNDATION,
     "gpuready.paths": FOUNDATION,
     "gpuready.problems": FOUNDATION,

@@ -160,8 +160,7 @@ def test_without_runc_the_1_x_result_would_have_broken_the_node(tmp_path):
     plan = plan_registration(load_config(path, node=node), RuntimeRequest())
     line = NodeLine(LINES["1.6"], (1, 6), "--containerd-version")
     guard = Guard(path, tmp_path, line, Intent(adds="nvidia"))
-    from dataclasses import replace
 
     with pytest.raises(RefusedError, match="no corresponding runtime configured"):
-        write_all([replace(plan, guard=guard)], node=node)
+        write_all([plan._replace(guard=guard)], node=node)
     assert path.read_bytes() == DEBIAN_STOCK.read_bytes()

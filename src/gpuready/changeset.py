@@ -72,9 +72,7 @@ def link_notes(plans: Sequence[Plan], *, node: Node) -> list[str]:
 
 def with_link_notes(plans: Sequence[Plan], *, node: Node) -> list[Plan]:
     """``plans``, each that changes a hard-linked file with :func:`link_notes`' note added."""
-    import dataclasses
-
-    return [dataclasses.replace(plan, notes=(*plan.notes, *found)) if found else plan
+    return [plan._replace(notes=(*plan.notes, *found)) if found else plan
             for plan, found in ((plan, link_notes([plan], node=node)) for plan in plans)]
 
 

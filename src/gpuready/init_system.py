@@ -18,10 +18,10 @@ Reading costs a few ``lstat`` calls and one small read, all through the :class:`
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import NamedTuple
 
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
+from gpuready.records import Record
 
 SYSTEMD_RUNTIME_DIR = PurePosixPath("/run/systemd/system")
 PID1_COMM = PurePosixPath("/proc/1/comm")
@@ -29,7 +29,7 @@ INIT_PATHS = (PurePosixPath("/sbin/init"), PurePosixPath("/usr/sbin/init"))
 _COMM_LIMIT = 64  # the kernel's comm is at most 15 characters; a longer file is not one
 
 
-class SystemdFact(NamedTuple):
+class SystemdFact(Record):
     """Whether systemd runs on a node, and what showed it.
 
     ``running``: True (systemd runs), False (it does not), None (unknown: no evidence).

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpuready.records import Record
 
-@dataclass(frozen=True)
-class Plan:
+
+class Plan(Record):
     """The text a file has (``before``; None when it does not exist) and the text it should have
     (``after``; None when the file is to be removed).
 
@@ -23,8 +23,23 @@ class Plan:
     before: str | None
     after: str | None
     summary: str
-    notes: tuple[str, ...] = field(default=())
-    guard: Any = field(default=None, compare=False, repr=False)
+    notes: tuple[str, ...] = ()
+    guard: Any = None
+
+    # Two plans are the same change whatever guard judges them: the guard is left out of
+    # equality, hashing and repr.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Plan) and self[:5] == other[:5]
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash(self[:5])
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={value!r}" for name, value in zip(self._fields[:5], self))
+        return f"Plan({shown})"
 
     @property
     def changes(self) -> bool:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from gpuready.compat import StrEnum
+from gpuready.records import Record
 
 
 class Severity(StrEnum):
@@ -15,7 +14,7 @@ class Severity(StrEnum):
     INFO = "info"
 
 
-class Problem(NamedTuple):
+class Problem(Record):
     """One finding about one file.
 
     ``key_path`` is the TOML key path (or the YAML/JSON field path) the problem is about;

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from gpuready.agent.host import AgentHost
 from gpuready.agent.paths import DBUS_SOCKET
@@ -22,6 +21,7 @@ from gpuready.agent.settings import Settings
 from gpuready.errors import GpureadyError
 from gpuready.node import Node
 from gpuready.owners.table import EditKind
+from gpuready.records import Record
 from gpuready.workflow.daytwo import NodeConfig
 from gpuready.workflow.transaction import Outcome, RestartOptions
 
@@ -30,7 +30,7 @@ VERDICTS = (READY, NOT_READY, REPORTED, ERROR)
 RESTART_TIMEOUT_S = 60.0
 
 
-class Verdict(NamedTuple):
+class Verdict(Record):
     """What one pass found and did."""
 
     state: str  # one of VERDICTS

@@ -9,7 +9,8 @@ A path below another mount of at least its access is left out: the outer mount h
 from __future__ import annotations
 
 from pathlib import PurePosixPath as P
-from typing import NamedTuple
+
+from gpuready.records import Record
 
 FEATURES_DIR = P("/etc/kubernetes/node-feature-discovery/features.d")
 FEATURE_FILE = FEATURES_DIR / "gpuready"
@@ -17,7 +18,7 @@ DBUS_SOCKET = P("/run/dbus/system_bus_socket")
 HOST_ROOT = "/host"  # where the DaemonSet mounts the node
 
 
-class NodeMount(NamedTuple):
+class NodeMount(Record):
     """One node path the agent uses: a folder (or, ``file``, one file), written or only read."""
 
     path: str

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.errors import InputError
+from gpuready.records import Record
 
 SYSTEMD, COMMAND = "systemd", "command"
 CGROUP_MODES = ("true", "false", "inherit")
@@ -19,7 +20,7 @@ MAX_INTERVAL_S = 24 * 3600.0
 SETTINGS_LIMIT = 64 * 1024  # bytes: a ConfigMap of a dozen keys
 
 
-class Restart(NamedTuple):
+class Restart(Record):
     """How containerd is restarted: systemd's ``RestartUnit`` over D-Bus, or ``command`` (an
     argv, run without a shell)."""
 
@@ -35,7 +36,7 @@ class Restart(NamedTuple):
         return f"systemd RestartUnit {unit or '(the owner unit)'}"
 
 
-class Settings(NamedTuple):
+class Settings(Record):
     """What the agent keeps on the node (see ``deploy/kubernetes/configmap.yaml``)."""
 
     runtime_name: str

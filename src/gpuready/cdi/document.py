@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import yaml
 from gpuready import yamlfile
 from gpuready.node import HOST, FileKind, Node
 from gpuready.problems import Problem, Severity
+from gpuready.records import Factory, MutableRecord
 from gpuready.yamlfile import yaml_error
 
 RULE_INVALID = "cdi-spec-invalid"
@@ -33,14 +33,13 @@ Position = tuple[int, int]
 _DOCUMENT_END = re.compile(r"^\.\.\.[ \t]*(?:#.*)?$", re.MULTILINE)
 
 
-@dataclass
-class SpecDocument:
+class SpecDocument(MutableRecord):
     """One spec file as read: ``data`` (None when it did not parse), field positions, problems."""
 
     path: str
     data: Any
-    lines: dict[str, Position] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
+    lines: dict[str, Position] = Factory(dict)
+    problems: list[Problem] = Factory(list)
 
 
 def load_spec_file(path: Path, *, node: Node = HOST) -> SpecDocument:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -241,7 +241,7 @@ def spec_for_node(node: Node, gpus: int | None, *,
         if gpus is not None:
             raise
         spec, found = generate_spec(node, gpus=1, use_nvml=use_nvml)
-        return spec, replace(found, source=PLACEHOLDER_SOURCE)
+        return spec, found._replace(source=PLACEHOLDER_SOURCE)
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
+from gpuready.records import Record
 
 INTENT_SUFFIX = ".gpuready.intent"
 INTENT_FORMAT = 1
@@ -49,8 +49,7 @@ def intent_path(spec: Path) -> Path:
     return spec.with_name(spec.name + INTENT_SUFFIX)
 
 
-@dataclass(frozen=True)
-class GenerateOptions:
+class GenerateOptions(Record):
     """How to build the spec: names, hooks (None: when the hook binary exists), the driver root."""
 
     strategies: tuple[str, ...] = DEFAULT_STRATEGIES
@@ -58,8 +57,7 @@ class GenerateOptions:
     driver_root: str = "/"
 
 
-@dataclass(frozen=True)
-class Intent:
+class Intent(Record):
     """What a spec is generated from; a None field of a command line means "as recorded".
 
     ``inventory`` is a host path (absolute once recorded or resolved)."""

@@ -24,7 +24,6 @@ a mount whose host file is missing makes every GPU container fail to start.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -32,6 +31,7 @@ from gpuready import yamlfile
 from gpuready.cdi.names import device_name_problem
 from gpuready.errors import InputError, UsageError
 from gpuready.node import HOST, FileKind, Node
+from gpuready.records import Record
 
 DEFAULT_LIBRARY_DIR = "/usr/lib/x86_64-linux-gnu"
 CORE_LIBRARIES = ("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so")
@@ -39,8 +39,7 @@ INVENTORY_KEYS = ("driverVersion", "libraryDir", "libraries", "binaries", "gpus"
 GPU_KEYS = ("index", "uuid", "minor")
 
 
-@dataclass(frozen=True)
-class MigDevice:
+class MigDevice(Record):
     """A MIG device of a GPU: its index on the GPU, UUID, and the device nodes it needs."""
 
     index: int
@@ -48,8 +47,7 @@ class MigDevice:
     device_nodes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class Gpu:
+class Gpu(Record):
     """One GPU as the spec names it: NVML index, UUID when known, device nodes (node paths)."""
 
     index: int
@@ -59,8 +57,7 @@ class Gpu:
     mig_devices: tuple[MigDevice, ...] = ()
 
 
-@dataclass(frozen=True)
-class Driver:
+class Driver(Record):
     """The driver files containers get: library and other files (node paths), and the version."""
 
     version: str | None = None
@@ -68,8 +65,7 @@ class Driver:
     other_files: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class NodeInventory:
+class NodeInventory(Record):
     """Everything the generator needs; ``source`` says where it came from (for messages)."""
 
     gpus: tuple[Gpu, ...]
@@ -78,8 +74,7 @@ class NodeInventory:
     source: str
 
 
-@dataclass(frozen=True)
-class InventoryFile:
+class InventoryFile(Record):
     """A parsed inventory file: GPU indexes with their UUID and minor, and the driver plan."""
 
     gpus: dict[int, tuple[str | None, int]]

@@ -19,12 +19,12 @@ are named.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from gpuready.cdi.inventory import Driver, Gpu, MigDevice
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
+from gpuready.records import Record
 
 GPU_NODE = re.compile(r"nvidia(\d+)")
 CONTROL_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools",
@@ -47,8 +47,7 @@ PROC_GPUS = "/proc/driver/nvidia/gpus"
 MIG_MINORS = "/proc/driver/nvidia-caps/mig-minors"
 
 
-@dataclass(frozen=True)
-class ProcGpu:
+class ProcGpu(Record):
     """What the driver's proc file says about one GPU."""
 
     pci_address: str

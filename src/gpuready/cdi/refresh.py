@@ -154,8 +154,8 @@ def effective_intent(request: RefreshRequest, record: dict[str, Any] | None) -> 
     base = record["parsed"] if record else Intent()
     given = request.given()
     if "gpus" in given or "inventory" in given:  # a new plan replaces the recorded one whole
-        base = replace(base, gpus=given.get("gpus"), inventory=given.get("inventory"))
-    return replace(base, **{k: v for k, v in given.items() if k not in ("gpus", "inventory")})
+        base = base._replace(gpus=given.get("gpus"), inventory=given.get("inventory"))
+    return base._replace(**{k: v for k, v in given.items() if k not in ("gpus", "inventory")})
 
 
 def intent_changes(request: RefreshRequest, record: dict[str, Any] | None, intent: Intent,

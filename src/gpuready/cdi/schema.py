@@ -12,10 +12,11 @@ that a plain schema check would get wrong, so :func:`decode` reproduces them:
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.cdi.document import RULE_INVALID, Position, child_path
 from gpuready.problems import Problem, Severity
+from gpuready.records import Record
 
 RULE_UNQUOTED = "cdi-spec-unquoted-scalar"
 RULE_FIELD_CASE = "cdi-spec-field-case"
@@ -24,19 +25,19 @@ STRING, INT64, UINT32, BOOLEAN = "string", "int64", "uint32", "boolean"
 _INT_RANGE = {INT64: (-(2**63), 2**63 - 1), UINT32: (0, 2**32 - 1)}
 
 
-class ListOf(NamedTuple):
+class ListOf(Record):
     """A list whose items all have type ``item``."""
 
     item: Any
 
 
-class MapOf(NamedTuple):
+class MapOf(Record):
     """A string-keyed map whose values all have type ``value``."""
 
     value: Any
 
 
-class Struct(NamedTuple):
+class Struct(Record):
     """A struct with its fields; a ``pointer`` struct (or scalar) is None when absent."""
 
     name: str
@@ -44,7 +45,7 @@ class Struct(NamedTuple):
     pointer: bool = False
 
 
-class Pointer(NamedTuple):
+class Pointer(Record):
     """A pointer to a scalar: None when absent, so 0 and absent differ (``uid: 0``)."""
 
     scalar: str

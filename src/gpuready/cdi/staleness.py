@@ -39,13 +39,13 @@ Every read goes through the :class:`~gpuready.node.Node` (bounded, confined to `
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuready.cdi import node as facts
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
+from gpuready.records import Factory, MutableRecord, Record
 
 SYS_MODULE_VERSION = "/sys/module/nvidia/version"
 PROC_VERSION = "/proc/driver/nvidia/version"
@@ -68,8 +68,7 @@ UVM_FIX = "nvidia-modprobe -u -c=0"
 SHOWN_PATHS = 8
 
 
-@dataclass(frozen=True)
-class NodeDriver:
+class NodeDriver(Record):
     """What the node shows of an NVIDIA driver: its version, where that was read, the evidence."""
 
     version: str | None = None
@@ -127,31 +126,29 @@ def _module_version(node: Node) -> tuple[str | None, str]:
     return None, ""
 
 
-@dataclass(frozen=True)
-class HostPath:
+class HostPath(Record):
     """A host path a spec names, and what names it (``mount``, ``device node``, ``hook``)."""
 
     path: str
     what: str
 
 
-@dataclass
-class Staleness:
+class Staleness(MutableRecord):
     """The verdict on one spec file: stale (and why), not yet verifiable, or current."""
 
     file: Path
     verifiable: bool
     driver: NodeDriver
-    vanished: list[HostPath] = field(default_factory=list)
+    vanished: list[HostPath] = Factory(list)
     spec_version: str | None = None
-    gpus_gone: list[str] = field(default_factory=list)
-    gpus_new: list[str] = field(default_factory=list)
-    mig_gone: list[str] = field(default_factory=list)
-    mig_new: list[str] = field(default_factory=list)
+    gpus_gone: list[str] = Factory(list)
+    gpus_new: list[str] = Factory(list)
+    mig_gone: list[str] = Factory(list)
+    mig_new: list[str] = Factory(list)
     absent: int = 0  # host paths missing on a node that cannot be judged
     driver_gone: str = ""  # where the GPUs were detected, when the node shows no driver now
     no_libraries: bool = False  # the node has libcuda.so.<version>, the spec mounts none
-    uvm_missing: list[str] = field(default_factory=list)  # /dev/nvidia-uvm* (module not loaded)
+    uvm_missing: list[str] = Factory(list)  # /dev/nvidia-uvm* (module not loaded)
 
     @property
     def version_differs(self) -> bool:

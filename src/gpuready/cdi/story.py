@@ -18,7 +18,6 @@ NVIDIA kinds are those whose vendor is ``nvidia.com`` or ends with ``.nvidia.com
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -26,6 +25,7 @@ from gpuready.cdi.validate import RULE_CONFLICT, Scan, SpecFile, scan
 from gpuready.node import Node
 from gpuready.paths import CDI_DIRS
 from gpuready.problems import Severity
+from gpuready.records import Factory, MutableRecord, Record
 
 
 def is_nvidia_kind(kind: str) -> bool:
@@ -38,8 +38,7 @@ def _kind_of(device: str) -> str:
     return device.partition("=")[0]
 
 
-@dataclass
-class Shadowed:
+class Shadowed(MutableRecord):
     """A spec file whose devices (some or all) are taken from files of a later directory."""
 
     spec: SpecFile
@@ -51,22 +50,20 @@ class Shadowed:
         return set(self.winners) == set(self.spec.devices)
 
 
-@dataclass
-class Conflict:
+class Conflict(MutableRecord):
     """A device defined by two (or more) files of one directory: dropped by the loader."""
 
     device: str
     files: list[Path]
 
 
-@dataclass
-class Story:
+class Story(MutableRecord):
     """Where each device comes from, what is shadowed, what conflicts, in the scanned dirs."""
 
     dirs: list[Path]
     scan: Scan
-    shadowed: list[Shadowed] = field(default_factory=list)
-    conflicts: list[Conflict] = field(default_factory=list)
+    shadowed: list[Shadowed] = Factory(list)
+    conflicts: list[Conflict] = Factory(list)
 
     def nvidia_devices(self) -> dict[str, Path]:
         """NVIDIA devices the loader resolves, with the file each comes from."""
@@ -125,8 +122,7 @@ def node_story(node: Node, dirs: list[str] | None = None, *,
     return tell(found, host_dirs)
 
 
-@dataclass(frozen=True)
-class Reader:
+class Reader(Record):
     """Whether containerd resolves CDI devices on this node, and from which directories.
 
     ``reads`` is None when it depends on a release gpuready was not told (a version 1 or 2

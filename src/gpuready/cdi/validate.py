@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready import sametext
 from gpuready.cdi import names
@@ -44,6 +43,7 @@ from gpuready.errors import InputError
 from gpuready.node import HOST, FileKind, Node
 from gpuready.paths import CDI_DIRS
 from gpuready.problems import Problem, Severity, has_errors
+from gpuready.records import Factory, MutableRecord, Record
 
 RULE_STRICT = "cdi-spec-strict"
 RULE_CONFLICT = "cdi-device-conflict"
@@ -281,15 +281,14 @@ def _in_file_order(problems: list[Problem]) -> list[Problem]:
     return sorted(problems, key=lambda p: (p.line or 0, p.column or 0))
 
 
-@dataclass
-class SpecFile:
+class SpecFile(MutableRecord):
     """One spec file found by a scan: its problems and, when the loader accepts it, its kind,
     devices and declared ``cdiVersion``."""
 
     path: Path
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Problem] = Factory(list)
     kind: str = ""
-    devices: list[str] = field(default_factory=list)
+    devices: list[str] = Factory(list)
     version: str = ""
 
     @property
@@ -298,20 +297,19 @@ class SpecFile:
         return not has_errors(self.problems)
 
 
-class CdiDevice(NamedTuple):
+class CdiDevice(Record):
     """A fully-qualified device (``nvidia.com/gpu=0``) and the spec file that defines it."""
 
     name: str
     file: Path
 
 
-@dataclass
-class Scan:
+class Scan(MutableRecord):
     """What a runtime would see: every spec file, the devices it resolves, what went wrong."""
 
-    specs: list[SpecFile] = field(default_factory=list)
-    devices: dict[str, CdiDevice] = field(default_factory=dict)
-    unreadable: list[InputError] = field(default_factory=list)
+    specs: list[SpecFile] = Factory(list)
+    devices: dict[str, CdiDevice] = Factory(dict)
+    unreadable: list[InputError] = Factory(list)
 
     @property
     def problems(self) -> list[Problem]:

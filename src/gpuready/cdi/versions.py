@@ -7,7 +7,9 @@ exactly the version the loader will ask of it.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
+
+from gpuready.records import Record
 
 # Every version the loader knows. 0.1.0 and 0.2.0 are known but refused: the loader's floor is
 # 0.3.0 and it reports them as "the spec version must be at least v0.3.0", not as unknown.
@@ -65,7 +67,7 @@ def first_containerd_reading(cdi_version: str, *, major: int | None = None
 _ANY_PATCH = 1 << 30  # a patch number after every real one: the newest patch of a line
 
 
-class Requirement(NamedTuple):
+class Requirement(Record):
     """One reason a spec needs at least ``version``: the field that asks for it, and why."""
 
     version: str

@@ -8,7 +8,7 @@ safe write applies it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.document import ConfigFile, load_config_text
@@ -18,12 +18,13 @@ from gpuready.containerd.versions import render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.paths import CDI_DIRS
 from gpuready.plan import Plan
+from gpuready.records import Record
 from gpuready.textfile import restyle, without_bom
 
 CDI_SPEC_DIRS = [str(directory) for directory in CDI_DIRS]
 
 
-class ConfigureRequest(NamedTuple):
+class ConfigureRequest(Record):
     """What ``configure`` should make true of the config."""
 
     runtime: RuntimeRequest

@@ -22,10 +22,11 @@ next to another spelling, or an odd mix of cases) is *unknown*: reported as such
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.compat import StrEnum
 from gpuready.containerd.runc_options import known_options, normalized
+from gpuready.records import Record
 
 
 class Spelling(StrEnum):
@@ -51,7 +52,7 @@ RECORDED_2_1 = "recorded from containerd 2.1.9 (tests/data/cri/observed)"
 RECORDED_2_3 = "recorded from containerd 2.3.4 (tests/data/cri/observed)"
 
 
-class Line(NamedTuple):
+class Line(Record):
     """One containerd release line and what it was observed to do with option spellings.
 
     ``single``: the verdict on a field spelled once, by spelling. ``pairs``: which spelling wins
@@ -135,7 +136,7 @@ def spelling(key: str, field_name: str) -> Spelling | None:
     return Spelling.OTHER_CASE
 
 
-class FieldReading(NamedTuple):
+class FieldReading(Record):
     """How one line reads one runc field from an options table.
 
     ``keys`` are the spellings present, in file order; ``key`` is the one whose value the line

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.compat import tomllib
 from gpuready.errors import InputError
 from gpuready.node import HOST, FileKind, Node
+from gpuready.records import Record
 from gpuready.textfile import restyle, without_bom
 
 _POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 _END_OF_DOCUMENT = re.compile(r"\s*\(at end of document\)\s*$")
 
 
-class ConfigFile(NamedTuple):
+class ConfigFile(Record):
     """A config file as read: its path, its exact text, and the ``tomllib`` parse of it."""
 
     path: Path

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
-from typing import NamedTuple
 
 from gpuready.containerd import facts
 from gpuready.containerd.configure import (
@@ -36,6 +35,7 @@ from gpuready.errors import InputError, UsageError
 from gpuready.node import FileKind, Node
 from gpuready.paths import CDI_DIRS, CONTAINERD_CONFIG, CONTAINERD_DROPIN_DIR, READ_WHOLE_FOLDERS
 from gpuready.plan import Plan
+from gpuready.records import Record
 from gpuready.terminal import has_control
 
 DEFAULT_DROP_IN = CONTAINERD_DROPIN_DIR / "99-nvidia.toml"
@@ -44,7 +44,7 @@ MARKER = "# Written by gpuready"
 _GLOB_CHARS = ("*", "?", "[")
 
 
-class DropIn(NamedTuple):
+class DropIn(Record):
     """Where the drop-in goes: its host path, and the ``imports`` entry that names it."""
 
     path: Path

@@ -26,11 +26,12 @@ import copy
 import math
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.compat import tomllib
 from gpuready.containerd.layout import Entry, Header, Layout, array_items, scan
 from gpuready.containerd.versions import KeyPath, render_key_path
+from gpuready.records import Record
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 DOUBLE = '"'
@@ -40,14 +41,14 @@ class UneditableTableError(ValueError):
     """A key on the way to the place to edit holds a value that is not a table."""
 
 
-class Edit(NamedTuple):
+class Edit(Record):
     """The edited text, and a note when an existing line had to change (not only added to)."""
 
     text: str
     note: str = ""
 
 
-class Style(NamedTuple):
+class Style(Record):
     """How new lines look: indentation of a table and of its sub-tables, quotes, sub-table form.
 
     ``options`` says how a sub-table (a runtime's ``options``) is written: ``header``,

@@ -13,19 +13,18 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.files import FileContext, Options
 from gpuready.containerd.imports import entry_path, load_imports, merge
 from gpuready.containerd.versions import ConfigVersion, spec_of
 from gpuready.node import FileKind, Node
+from gpuready.records import MutableRecord, Record
 
 
-@dataclass
-class EffectiveConfig:
+class EffectiveConfig(MutableRecord):
     """The merged config, the files it was read from (main first) and the merge rule used."""
 
     main: Path
@@ -113,7 +112,7 @@ def staged(
         yield stage
 
 
-class Stage(NamedTuple):
+class Stage(Record):
     """A temporary folder holding copies of node files at their host paths."""
 
     folder: Path

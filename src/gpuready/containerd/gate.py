@@ -26,13 +26,13 @@ the engine's own reading of its files.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd.lines import NodeLine
 from gpuready.containerd.model import Loaded, build, load_node, without_zero_values
 from gpuready.errors import GpureadyError
+from gpuready.records import Factory, MutableRecord, Record
 
 CONFIRM_FLAG = "--confirm-every-pod-uses-it"
 
@@ -41,7 +41,7 @@ class RefusedError(GpureadyError):
     """The gate refused the change; nothing was written."""
 
 
-class Intent(NamedTuple):
+class Intent(Record):
     """What a change means to do to containerd's runtimes.
 
     ``adds``: the runtime that must be loaded afterwards (configure, setup); ``removes``: the
@@ -61,15 +61,14 @@ class Intent(NamedTuple):
     defaults: frozenset[str] = frozenset()
 
 
-@dataclass
-class Verdict:
+class Verdict(MutableRecord):
     """What the node loads before and after the change, and why the change is refused (empty:
     it may be written)."""
 
     before: Loaded | None
     after: Loaded
-    refusals: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+    refusals: list[str] = Factory(list)
+    notes: list[str] = Factory(list)
 
     @property
     def ok(self) -> bool:
@@ -77,7 +76,7 @@ class Verdict:
         return not self.refusals
 
 
-class Guard(NamedTuple):
+class Guard(Record):
     """The check one change to a node's containerd files must pass before it is written.
 
     ``main`` is the config containerd is started with (a host path), ``root`` the node's root.
@@ -311,7 +310,7 @@ def _disagreement(model: Loaded, dumped: Loaded) -> list[str]:
             f"{', '.join(ours) or 'none'}: the dump decides"]
 
 
-class EngineGuard(NamedTuple):
+class EngineGuard(Record):
     """The same gate for Docker's ``daemon.json`` and CRI-O's drop-in, judged on the engine's
     own reading of its files (``engine.runtimes`` and ``engine.default_runtime``, which merge
     what the engine merges): no runtime lost, the default runtime kept as it runs, and no

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import NamedTuple
+
+from gpuready.records import Record
 
 _KEY = r"""(?P<key>[A-Za-z0-9_.\-"' ]+?)"""
 
 
-class Hint(NamedTuple):
+class Hint(Record):
     """A mistake recognised on one line, and the advice that goes with it."""
 
     name: str

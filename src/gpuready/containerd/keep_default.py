@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from gpuready.containerd.gate import Guard
@@ -29,7 +28,7 @@ def keep_default_runtime(plans: Sequence[Plan], guard: Guard, *, beside: str) ->
     with the default runtime's table added where the line would lose it (unchanged otherwise:
     nothing lost, 2.x, or the table that wins is not one the plans write)."""
     kept = _kept(list(plans), guard, beside=beside)
-    return [replace(plan, guard=guard) for plan in kept]
+    return [plan._replace(guard=guard) for plan in kept]
 
 
 def _kept(plans: list[Plan], guard: Guard, *, beside: str) -> list[Plan]:
@@ -86,7 +85,7 @@ def _with_runtime(plan: Plan, name: str, entry: dict[str, Any], *, beside: str) 
     after = restyle(plan.after, edit.text)
     note = (f"also wrote runtime {name} (containerd 1.x drops its built-in {name} once a file "
             f"names any runtime, and default_runtime_name = \"{name}\" would then name nothing)")
-    return replace(plan, after=after, summary=f"{plan.summary}; keep the default runtime {name}",
+    return plan._replace(after=after, summary=f"{plan.summary}; keep the default runtime {name}",
                    notes=(*plan.notes, note))
 
 
@@ -127,4 +126,4 @@ def repair_plans(plans: Sequence[Plan], guard: Guard) -> list[Plan]:
     why = (f"repair: write runtime {name}'s table back into {cause.file} (its runtimes table "
            f"replaced {guard.line.line}'s built-in {name}, so the CRI plugin did not load; "
            "unconfigure keeps this repair)")
-    return [replace(repaired, summary=why, notes=(why,), guard=guard)]
+    return [repaired._replace(summary=why, notes=(why,), guard=guard)]

@@ -25,11 +25,12 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready import data as shipped
 from gpuready.containerd.lines import LINES as LINE_TABLE
 from gpuready.containerd.versions import CRI_PLUGIN_IDS, KeyPath
+from gpuready.records import Record
 
 ANY = "*"
 OPEN = "**"
@@ -93,7 +94,7 @@ def generate(sources: Iterable[tuple[str, Mapping[str, Any], bool]]) -> dict[str
     return {line: sorted(list(p) for p in paths) for line, paths in sorted(found.items())}
 
 
-class Note(NamedTuple):
+class Note(Record):
     """A key a line reads elsewhere (``moved``) or not at all (``removed``), and the source."""
 
     path: KeyPath
@@ -101,7 +102,7 @@ class Note(NamedTuple):
     source: str
 
 
-class Schema(NamedTuple):
+class Schema(Record):
     """The keys one line reads (a trie of generalized paths), and its moved/removed keys."""
 
     line: str
@@ -179,7 +180,7 @@ def schema_for(version: int) -> Schema | None:
     return Schema("+".join(lines), _trie(paths), notes)
 
 
-class UnknownKey(NamedTuple):
+class UnknownKey(Record):
     """A key path the line does not read: why (a note) or what was probably meant."""
 
     path: KeyPath

@@ -13,16 +13,15 @@ knows where strings, arrays and inline tables end, and nothing more.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
 from gpuready.containerd.versions import KeyPath
+from gpuready.records import Factory, MutableRecord, Record
 
 _BARE = re.compile(r"[A-Za-z0-9_-]+")
 _BLANK = " \t"
 
 
-class Header(NamedTuple):
+class Header(Record):
     """A ``[table]`` or ``[[array]]`` header: its path, the span of its line, its look."""
 
     path: KeyPath
@@ -33,7 +32,7 @@ class Header(NamedTuple):
     array: bool
 
 
-class Entry(NamedTuple):
+class Entry(Record):
     """A ``key = value`` statement (or a key inside an inline table).
 
     ``table`` is the path of the table whose body holds it (for a key inside an inline table,
@@ -62,7 +61,7 @@ class Entry(NamedTuple):
 
 
 
-class InlineTable(NamedTuple):
+class InlineTable(Record):
     """An inline table ``{ … }``: its path and the offsets of its braces."""
 
     path: KeyPath
@@ -71,15 +70,14 @@ class InlineTable(NamedTuple):
     empty: bool
 
 
-@dataclass
-class Layout:
+class Layout(MutableRecord):
     """Every header, key and inline table of a text, in file order."""
 
     text: str
-    headers: list[Header] = field(default_factory=list)
-    entries: list[Entry] = field(default_factory=list)
-    inline_values: list[Entry] = field(default_factory=list)
-    inline_tables: list[InlineTable] = field(default_factory=list)
+    headers: list[Header] = Factory(list)
+    entries: list[Entry] = Factory(list)
+    inline_values: list[Entry] = Factory(list)
+    inline_tables: list[InlineTable] = Factory(list)
 
     @property
     def statements(self) -> list[Header | Entry]:

@@ -24,12 +24,13 @@ from __future__ import annotations
 import functools
 import re
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.errors import UsageError
+from gpuready.records import Record
 
 
-class Line(NamedTuple):
+class Line(Record):
     """One containerd release line and the facts that decide what it loads."""
 
     name: str
@@ -129,7 +130,7 @@ def line_for_release(release: tuple[int, int]) -> tuple[Line, str | None]:
     return line, f"containerd {shown} is read as {line.name}, the nearest line gpuready models"
 
 
-class NodeLine(NamedTuple):
+class NodeLine(Record):
     """The line a node runs, the release it was told (None when only a file's version spoke),
     where that came from, and a note when the release is read as another line.
 

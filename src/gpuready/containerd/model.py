@@ -28,11 +28,12 @@ import copy
 import functools
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd.facts import sets_nothing
 from gpuready.containerd.lines import NodeLine
 from gpuready.containerd.versions import CRI_GRPC, CRI_PLUGIN_IDS, CRI_RUNTIME, KeyPath
+from gpuready.records import Record
 
 # The maps 1.x decodes inside the CRI plugin table (config_default_cri_maps of the recording):
 # written in a file, each replaces the default map instead of merging into it.
@@ -204,7 +205,7 @@ def load_node(
     return loaded
 
 
-class _Parsed(NamedTuple):
+class _Parsed(Record):
     """The two things :func:`gpuready.containerd.imports.merge` reads of a file."""
 
     path: Path

@@ -16,10 +16,11 @@ Config versions 2 to 4 all keep the table under the plugin ID ``io.containerd.nr
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd.facts import lookup
 from gpuready.containerd.versions import KeyPath
+from gpuready.records import Record
 
 NRI_PLUGIN = "io.containerd.nri.v1.nri"
 NRI_PATH: KeyPath = ("plugins", NRI_PLUGIN)
@@ -31,7 +32,7 @@ DEFAULT_PLUGIN_PATH = PurePosixPath("/opt/nri/plugins")
 DEFAULT_PLUGIN_CONFIG_PATH = PurePosixPath("/etc/nri/conf.d")
 
 
-class Nri(NamedTuple):
+class Nri(Record):
     """What a containerd line runs of NRI with a node's files.
 
     ``available``: the line has an NRI plugin at all; ``enabled``: it runs (``disable`` is not

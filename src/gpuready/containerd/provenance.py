@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd.facts import disabled_cri_plugins, lookup
 from gpuready.containerd.versions import (
@@ -29,6 +29,7 @@ from gpuready.containerd.versions import (
     KeyPath,
     render_key_path,
 )
+from gpuready.records import Record
 
 # Bounds: a shadowed-settings pass reports at most this many settings per file.
 MAX_SHADOWED_PER_FILE = 50
@@ -36,7 +37,7 @@ MAX_SHADOWED_PER_FILE = 50
 Source = tuple[Path, Mapping[str, Any]]
 
 
-class Cause(NamedTuple):
+class Cause(Record):
     """Why pods cannot run: the file and key path (in that file's own names) that decide it,
     the reason in one sentence, and the fix. ``file`` is None when no file is to blame."""
 
@@ -48,7 +49,7 @@ class Cause(NamedTuple):
     kind: str = ""
 
 
-class Shadow(NamedTuple):
+class Shadow(Record):
     """A setting ``file`` writes at ``key_path`` that the line does not run: ``winner`` is the
     file whose value is run instead (``effective``, None when it has none), ``reason`` why."""
 

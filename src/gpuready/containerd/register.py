@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.compat import StrEnum
 from gpuready.containerd import default_runtime, facts
@@ -21,6 +21,7 @@ from gpuready.containerd.runc_options import RUNC_OPTIONS, bool_text
 from gpuready.containerd.versions import ConfigVersion, render_key_path, spec_of
 from gpuready.errors import InputError
 from gpuready.plan import Plan
+from gpuready.records import Record
 from gpuready.textfile import restyle, without_bom
 
 RUNC_SHIM = "io.containerd.runc.v2"
@@ -41,7 +42,7 @@ class CgroupMode(StrEnum):
     INHERIT = "inherit"
 
 
-class RuntimeRequest(NamedTuple):
+class RuntimeRequest(Record):
     """The runtime to register: its name, executable and cgroup driver.
 
     ``default_confirmed``: the operator confirmed that changing how the default runtime runs

@@ -13,13 +13,13 @@ whose patch releases differ is not known either (:func:`has` says None).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from gpuready.records import Record
 
 Version = tuple[int, int, int]
 _ANY_PATCH = 1 << 30  # a patch number after every real one: the newest patch of a line
 
 
-class Feature(NamedTuple):
+class Feature(Record):
     """Something some containerd releases do: the ranges ``[first, until)`` that do it
     (``until`` None: every later release), and where that is known from."""
 

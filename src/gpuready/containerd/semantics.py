@@ -9,14 +9,14 @@ imported file whole, 2.x merges it key by key; 2.x matches runc option keys case
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
 
 from gpuready.containerd.lines import NodeLine, node_line
 from gpuready.containerd.lines import from_config_version as _line_of_version
 from gpuready.containerd.versions import max_version_for
+from gpuready.records import Record
 
 
-class Semantics(NamedTuple):
+class Semantics(Record):
     """The containerd release line whose rules apply, and where that knowledge came from.
 
     ``release`` is ``(major, minor)`` when a real release is known; only then is the highest

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +218,7 @@ def _with_folder_note(plans: list[Plan], entry: Mapping[str, Any], named: set[st
     note = (f"{names}: the {'folder' if one else 'folders'} gpuready created for "
             f"{plans[0].path.name}; removed with it unless something else is in "
             f"{'it' if one else 'them'}")
-    return [replace(plans[0], notes=(*plans[0].notes, note)), *plans[1:]]
+    return [plans[0]._replace(notes=(*plans[0].notes, note)), *plans[1:]]
 
 
 def recorded_folders(record: Mapping[str, Any]) -> list[Path]:

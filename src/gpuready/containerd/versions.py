@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
 
 from gpuready.errors import UnsupportedVersionError
+from gpuready.records import Record
 
 KeyPath = tuple[str, ...]
 
@@ -30,7 +30,7 @@ CRI_IMAGES = "io.containerd.cri.v1.images"
 CRI_PLUGIN_IDS = frozenset({CRI_V1, CRI_GRPC, CRI_RUNTIME, "io.containerd.cri.v1", "cri"})
 
 
-class ConfigVersion(NamedTuple):
+class ConfigVersion(Record):
     """Where one config version keeps the settings gpuready reads and writes."""
 
     number: int

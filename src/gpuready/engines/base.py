@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from gpuready.engines.facts import EngineFacts
 from gpuready.node import Node
 from gpuready.plan import Plan
+from gpuready.records import Record
 
 
-class RuntimeChange(NamedTuple):
+class RuntimeChange(Record):
     """What ``configure`` asks of any engine."""
 
     name: str

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import NamedTuple
 
 from gpuready.errors import UsageError
+from gpuready.records import Record
 
 NAMES = ("containerd", "docker", "crio")
 # Where each engine's facts are: detection reads these alone, not the engines' code.
@@ -21,7 +21,7 @@ _FACTS_MODULES = {
 }
 
 
-class Detection(NamedTuple):
+class Detection(Record):
     """Which engine was chosen, and what on the node said so."""
 
     name: str

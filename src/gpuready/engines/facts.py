@@ -8,10 +8,11 @@ detection reads the tables alone, not the engines' code.
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import NamedTuple
+
+from gpuready.records import Record
 
 
-class EngineFacts(NamedTuple):
+class EngineFacts(Record):
     """Where an engine keeps things on a node, and how to recognise it (with the sources)."""
 
     name: str

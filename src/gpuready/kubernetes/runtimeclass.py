@@ -8,16 +8,17 @@ RuntimeClass's ``handler``; a handler that names no runtime fails only when the 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.node import HOST, FileKind, Node
+from gpuready.records import Record
 
 API_VERSION = "node.k8s.io/v1"
 KIND = "RuntimeClass"
 # RFC 1123 DNS label, as Kubernetes validates both metadata.name and handler.
 
 
-class RuntimeClass(NamedTuple):
+class RuntimeClass(Record):
     """One RuntimeClass as read from a manifest; ``line`` is where its document starts."""
 
     name: str | None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
@@ -29,9 +29,10 @@ from gpuready.owners.template import (
     template_version,
 )
 from gpuready.plan import Plan
+from gpuready.records import Record
 
 
-class OwnerPlan(NamedTuple):
+class OwnerPlan(Record):
     """Where the runtime goes for this owner, and the change (or the values to set instead)."""
 
     owner: Owner

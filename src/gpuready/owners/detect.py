@@ -8,18 +8,19 @@ evidence, so ``doctor`` can say what it found and why, and the other owners that
 from __future__ import annotations
 
 import functools
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
 from gpuready.owners.table import OWNERS, PLAIN, Marker, Owner, owner_named
+from gpuready.records import Record
 
 # A marker that looks inside a file reads at most this much of it: the signatures are in the
 # first lines, and a hostile or huge file must not cost more.
 MARKER_READ_LIMIT = 64 * 1024
 
 
-class Detection(NamedTuple):
+class Detection(Record):
     """The owner chosen for a node, why, and which other owners left traces."""
 
     owner: Owner

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -19,6 +18,7 @@ from gpuready.node import FileKind, Node
 from gpuready.owners.detect import Detection
 from gpuready.owners.table import OWNERS, EditKind, Owner
 from gpuready.paths import KUBELET_CONFIG
+from gpuready.records import Factory, MutableRecord, Record
 
 FLAG = re.compile(r"--container-runtime-endpoint[= ]+(\S+)")
 # MicroK8s's args files name snap folders by variable (canonical/microk8s default-args/kubelet).
@@ -30,8 +30,7 @@ SNAP_VARIABLES = {
 FLAG_READ_LIMIT = 256 * 1024
 
 
-@dataclass(frozen=True)
-class KubeletEndpoint:
+class KubeletEndpoint(Record):
     """The CRI endpoint the kubelet is configured with, and where that was read."""
 
     socket: PurePosixPath
@@ -39,8 +38,7 @@ class KubeletEndpoint:
     how: str
 
 
-@dataclass(frozen=True)
-class Installation:
+class Installation(Record):
     """One containerd binary on the node, and the owners that ship it."""
 
     binary: PurePosixPath
@@ -120,14 +118,13 @@ def _runtimes_of(
         return {}
 
 
-@dataclass
-class OwnerState:
+class OwnerState(MutableRecord):
     """The owner's files on one node, as the ownership rules need them."""
 
     node: Node
     detection: Detection
     checked_config: Path
-    _cache: dict = field(default_factory=dict)
+    _cache: dict = Factory(dict)
 
     @property
     def owner(self) -> Owner:

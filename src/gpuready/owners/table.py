@@ -14,10 +14,10 @@ owns the containerd the kubelet uses.
 from __future__ import annotations
 
 from pathlib import PurePosixPath as P
-from typing import NamedTuple
 
 from gpuready.compat import StrEnum
 from gpuready.errors import UsageError
+from gpuready.records import Record
 
 
 class EditKind(StrEnum):
@@ -31,7 +31,7 @@ class EditKind(StrEnum):
     OPERATOR = "operator"  # the GPU Operator: its ClusterPolicy / Helm values
 
 
-class Marker(NamedTuple):
+class Marker(Record):
     """A file whose presence (and, when given, content) shows that an owner is installed."""
 
     path: P
@@ -39,7 +39,7 @@ class Marker(NamedTuple):
     contains: str | None = None
 
 
-class Source(NamedTuple):
+class Source(Record):
     """Where a fact of the table comes from upstream."""
 
     fact: str
@@ -47,7 +47,7 @@ class Source(NamedTuple):
     verified: bool = True
 
 
-class Owner(NamedTuple):
+class Owner(Record):
     """Everything gpuready knows about one owner of a container engine's configuration."""
 
     name: str

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import NamedTuple
 
 from gpuready.errors import InputError
+from gpuready.records import Record
 
 # {{ template "base" . }}, with Go's optional trim markers ({{- ... -}}) and spacing.
 BASE_ACTION = re.compile(r"\{\{(-?)\s*template\s+\"base\"\s+\.\s*(-?)\}\}")
 BASE_LINE = '{{ template "base" . }}'
 
 
-class GoTemplate(NamedTuple):
+class GoTemplate(Record):
     """A template split around its ``base`` action: ``prefix``, the action, ``body``.
 
     ``has_base`` is False for a template without Go actions, whose ``body`` is the whole text.

@@ -10,13 +10,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.files import FileContext, Options
 from gpuready.containerd.semantics import Semantics
 from gpuready.containerd.versions import ConfigVersion, KeyPath
 from gpuready.problems import Problem, Severity
+from gpuready.records import Record
 
 
 class ConfigContext:
@@ -74,7 +75,7 @@ class ConfigContext:
                      line)
 
 
-class RuntimeClassDocument(NamedTuple):
+class RuntimeClassDocument(Record):
     """One RuntimeClass as read, with the text of its file (to find the ``handler:`` line)."""
 
     name: object

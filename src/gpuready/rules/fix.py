@@ -346,7 +346,6 @@ def fix_paths(paths: Sequence[Path], *, options: Options, dry_run: bool,
 
 def _kept_whole(plan: Plan, options: Options, confirmed: bool, flag: str | None) -> Plan:
     """``plan`` with runc kept where 1.x would lose it, carrying the never-break gate."""
-    from dataclasses import replace
 
     from gpuready.containerd.gate import Guard, Intent
     from gpuready.containerd.keep_default import keep_default_runtime
@@ -357,7 +356,7 @@ def _kept_whole(plan: Plan, options: Options, confirmed: bool, flag: str | None)
     guard = Guard(plan.path, options.root, line, Intent(confirmed=confirmed))
     [kept] = keep_default_runtime([plan], guard, beside=options.runtime_name)
     # the summary says runc was kept; the notes here are what could not be fixed
-    return replace(kept, notes=plan.notes)
+    return kept._replace(notes=plan.notes)
 
 
 def _guard_default_runtime(plan: Plan, *, options: Options, confirmed: bool) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.paths import CDI_SPEC
 from gpuready.problems import Problem, Severity
+from gpuready.records import Record
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import NodeContext, plain_problem
 
@@ -23,7 +24,7 @@ _NRI_MODE = "_gpuready_nri_mode"  # found once per NodeContext, for the rules th
 _RESTART = "restart containerd (systemctl restart containerd, or its owner's restart)"
 
 
-class NriMode(NamedTuple):
+class NriMode(Record):
     """A node set up for NRI mode: NRI as containerd runs it, and what shows it is meant."""
 
     nri: Any  # gpuready.containerd.nri.Nri

@@ -11,9 +11,9 @@ This is a locator, not a parser: the text has already been accepted by ``tomllib
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from gpuready.containerd.versions import KeyPath
+from gpuready.records import Record
 
 _KEY_PART = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
 _KEY_PATH = rf"{_KEY_PART}(?:[ \t]*\.[ \t]*{_KEY_PART})*"
@@ -25,7 +25,7 @@ _MULTILINE_QUOTES = re.compile(r'"""|\'\'\'')
 Position = tuple[int, int]
 
 
-class Header(NamedTuple):
+class Header(Record):
     """A table header as written: its 1-based line, the columns of its key path, and the path.
 
     ``start``/``end`` are 0-based offsets of the key path inside the line (for rewriting it);

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd import decoding, facts
 from gpuready.containerd.decoding import Spelling, Verdict
@@ -18,13 +18,14 @@ from gpuready.containerd.runc_options import (
 )
 from gpuready.containerd.versions import ConfigVersion, KeyPath, render_key_path
 from gpuready.problems import Problem, Severity
+from gpuready.records import Record
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import ConfigContext, FileContext, plain_problem
 from gpuready.rules.placement import foreign_runtimes
 from gpuready.suggest import did_you_mean
 
 
-class Move(NamedTuple):
+class Move(Record):
     """A key to move (and perhaps rename): from ``source`` to ``target``."""
 
     source: KeyPath
@@ -598,7 +599,7 @@ def systemd_cgroup(entry: Mapping[str, Any] | None, lines) -> bool | None:
     return value if isinstance(value, bool) else None
 
 
-class CgroupVerdict(NamedTuple):
+class CgroupVerdict(Record):
     """The one verdict on the node's cgroup drivers, shared by setup, check, lint and doctor."""
 
     severity: Severity

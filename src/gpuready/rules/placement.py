@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.versions import (
@@ -18,6 +18,7 @@ from gpuready.containerd.versions import (
     ConfigVersion,
     KeyPath,
 )
+from gpuready.records import Record
 
 # Every plugin ID that has held CRI settings in some config version.
 CRI_TABLES = (CRI_V1, CRI_GRPC, CRI_RUNTIME, CRI_IMAGES)
@@ -51,7 +52,7 @@ def foreign_cri_tables(spec: ConfigVersion) -> tuple[str, ...]:
     return tuple(plugin for plugin in CRI_TABLES if plugin not in own)
 
 
-class Misplaced(NamedTuple):
+class Misplaced(Record):
     """A runtime, or a group of CRI settings, written at a table this version does not read."""
 
     plugin: str

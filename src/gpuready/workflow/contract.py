@@ -8,9 +8,8 @@ gives a wrong report and a failed check, never a constant that merely looks righ
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.containerd import facts
 from gpuready.containerd.document import parse_toml
@@ -20,6 +19,7 @@ from gpuready.errors import InputError, MissingFileError
 from gpuready.node import FileKind, Node
 from gpuready.paths import CDI_SPEC, CONTAINERD_CONFIG
 from gpuready.problems import Severity
+from gpuready.records import Factory, MutableRecord, Record
 from gpuready.yamlfile import load_mapping
 
 NVIDIA_CDI_KIND = "nvidia.com/gpu"
@@ -27,7 +27,7 @@ EXPECTED_DEFAULT = "runc"
 WHY_DEFAULT = "runtimeclass"
 
 
-class NodeFiles(NamedTuple):
+class NodeFiles(Record):
     """The host paths (on ``node``) of every file of the contract, and how to read each."""
 
     node: Node
@@ -83,7 +83,7 @@ class NodeFiles(NamedTuple):
         return self.toolkit / "report.txt"
 
 
-class Check(NamedTuple):
+class Check(Record):
     """One verified statement about the node, with what to do when it fails.
 
     ``warning``: it passed, but with a warning whose advice is ``fix`` (the verdict ``doctor``
@@ -97,8 +97,7 @@ class Check(NamedTuple):
     warning: bool = False
 
 
-@dataclass
-class ConfigFacts:
+class ConfigFacts(MutableRecord):
     """What the contract needs from config.toml, read with ``tomllib``."""
 
     version: int
@@ -107,8 +106,8 @@ class ConfigFacts:
     runtime_table: str
     runtime: Mapping[str, Any] | None
     runtime_name: str
-    problems: list[str] = field(default_factory=list)
-    runtime_tables: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    problems: list[str] = Factory(list)
+    runtime_tables: Mapping[str, Mapping[str, Any]] = Factory(dict)
 
 
 def read_config_facts(text: str, path: Path, runtime_name: str) -> ConfigFacts:
@@ -456,7 +455,7 @@ def doctor_checks(files: NodeFiles, runtime_name: str, read: Callable[[Path], st
     from gpuready.errors import GpureadyError
     from gpuready.rules.context import Options
     from gpuready.rules.engine import doctor
-    from gpuready.rules.registry import REGISTRY
+    from gpuready.rules.registry import NAMES
 
     texts: dict[Path, str | None] = {}
     for path in (files.config, files.cdi_spec):
@@ -467,7 +466,7 @@ def doctor_checks(files: NodeFiles, runtime_name: str, read: Callable[[Path], st
     options = Options(runtime_name=runtime_name, root=files.node.root)
     options.node = planned_node(files.node.root, texts)  # one node for every rule, as planned
     try:
-        report = doctor(options=options, selected=frozenset(REGISTRY) - SAID_BY_THE_CONTRACT,
+        report = doctor(options=options, selected=frozenset(NAMES) - SAID_BY_THE_CONTRACT,
                         config_path=files.config, containerd_version=containerd_version,
                         detection=detection)
     except GpureadyError:

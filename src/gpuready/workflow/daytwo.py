@@ -9,9 +9,8 @@ last); nothing here writes. The command line shows the plans or hands them to
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING
 
 from gpuready.changeset import apply_all, with_link_notes
 from gpuready.containerd.configure import ConfigureRequest, plan_configure
@@ -27,12 +26,13 @@ from gpuready.containerd.record import (
 )
 from gpuready.node import FileKind, Node
 from gpuready.plan import Plan
+from gpuready.records import Record
 
 if TYPE_CHECKING:  # drop-ins and unconfigure are imported by the runs that use them
     from gpuready.containerd.dropin import DropIn
 
 
-class NodeConfig(NamedTuple):
+class NodeConfig(Record):
     """The main config gpuready works on, the node root, and the containerd line reading it
     (``line``: None where no change to containerd's files is judged)."""
 
@@ -86,7 +86,7 @@ def guarded(plans: list[Plan], guard: Guard | None) -> list[Plan]:
     """``plans`` carrying ``guard``: the one writer checks it before writing any of them."""
     if guard is None:
         return plans
-    return [replace(plan, guard=guard) for plan in plans]
+    return [plan._replace(guard=guard) for plan in plans]
 
 
 def plan_record(
@@ -174,7 +174,7 @@ def write(plans: list[Plan], *, node: NodeConfig) -> list[Plan]:
     from gpuready.containerd.unconfigure import remove_empty_folders
 
     check(plans)  # the gate judges the whole change once, before any part of it is written
-    unguarded = [replace(plan, guard=None) for plan in plans]  # so no half is judged again
+    unguarded = [plan._replace(guard=None) for plan in plans]  # so no half is judged again
     removals = [plan for plan in unguarded if is_record(plan) and plan.after is None]
     written = apply_all(journal_order([p for p in unguarded if p not in removals]),
                         node=node.node, own=own)

@@ -24,12 +24,13 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.errors import InputError
 from gpuready.node import Node
 from gpuready.paths import BACKUP_SUFFIX
 from gpuready.plan import Plan
+from gpuready.records import Record
 
 JOURNAL_SUFFIX = ".gpuready.txn.json"
 KIND = "gpuready restart transaction"
@@ -42,7 +43,7 @@ PHASES = ("write", "restart", "roll back")
 MAX_TIMEOUT = 3600.0  # seconds: also the bound of --restart-timeout
 
 
-class _Kind(NamedTuple):
+class _Kind(Record):
     """What :meth:`gpuready.node.Node.read_bytes` asks of a file kind: a label and a limit.
 
     A journal holds the texts of every file of one change (each at most a 1 MiB config), more
@@ -55,7 +56,7 @@ class _Kind(NamedTuple):
 JOURNAL_KIND = _Kind("transaction journal", 16 * 1024 * 1024)
 
 
-class Entry(NamedTuple):
+class Entry(Record):
     """One file of the change: its node path, its text before, the hashes before and after."""
 
     path: str
@@ -68,7 +69,7 @@ class Entry(NamedTuple):
         return digest(None if self.before is None else self.before.encode("utf-8"))
 
 
-class Journal(NamedTuple):
+class Journal(Record):
     """A transaction's intent, as written beside the config.
 
     ``restart``: the effective config changes (containerd must be restarted to read it);

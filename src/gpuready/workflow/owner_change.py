@@ -9,9 +9,7 @@ owner renders it. The record of what gpuready added comes last. Nothing here wri
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import NamedTuple
 
 from gpuready.containerd.configure import ConfigureRequest
 from gpuready.containerd.gate import Guard, Intent, RefusedError
@@ -20,10 +18,11 @@ from gpuready.owners.configure import OwnerPlan, plan_for_owner
 from gpuready.owners.detect import Detection
 from gpuready.owners.table import EditKind
 from gpuready.plan import Plan
+from gpuready.records import Record
 from gpuready.workflow.daytwo import NodeConfig, plan_record
 
 
-class OwnerChange(NamedTuple):
+class OwnerChange(Record):
     """The planned registration for the node's owner.
 
     ``plans``: every file to write (the change, the repairs, the record last); ``repairs``: the
@@ -67,8 +66,8 @@ def plan_owner_change(
         shadowed = shadowed_by(plans, repairs, guard, target=owned.target)
         if shadowed:
             plans = []  # never "registered" where containerd runs another file's table
-            owned = owned._replace(plan=dataclasses.replace(
-                owned.plan, after=owned.plan.before, notes=(),
+            owned = owned._replace(plan=owned.plan._replace(
+                after=owned.plan.before, notes=(),
                 summary=f"runtime {change.runtime.name} not registered here"))
             if not repairs:
                 raise RefusedError(f"{owned.target}: refusing the change: {shadowed}; "

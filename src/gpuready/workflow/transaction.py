@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
 from gpuready.changeset import locked_all, new_backups, put_back
 from gpuready.compat import tomllib
@@ -47,6 +47,7 @@ from gpuready.containerd.record import is_bookkeeping
 from gpuready.containerd.versions import max_version_for, spec_of
 from gpuready.errors import GpureadyError
 from gpuready.plan import Plan
+from gpuready.records import Record
 from gpuready.workflow import journal as txn
 from gpuready.workflow.daytwo import NodeConfig, write
 from gpuready.workflow.journal_keeper import Keeper
@@ -56,7 +57,7 @@ POLL_S = 0.2
 OUTPUT_KEPT = 64 * 1024  # bytes of the restart command's standard error kept: its last ones
 
 
-class RestartOptions(NamedTuple):
+class RestartOptions(Record):
     """How to restart and what to prove afterwards.
 
     ``expect_runtime``: the runtime that must be loaded afterwards (configure); ``gone_runtime``:

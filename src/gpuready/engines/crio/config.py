@@ -8,7 +8,7 @@ starts from the default runtime's table where crio.conf or an earlier drop-in ha
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.compat import tomllib
 from gpuready.containerd.document import toml_error
@@ -16,10 +16,11 @@ from gpuready.engines.crio import facts
 from gpuready.errors import InputError, UsageError
 from gpuready.node import HOST, FileKind, Node
 from gpuready.plan import Plan
+from gpuready.records import Record
 from gpuready.textfile import restyle, without_bom
 
 
-class CrioFile(NamedTuple):
+class CrioFile(Record):
     """One CRI-O config file: text as on disk (None when absent) and its data."""
 
     path: Path
@@ -97,7 +98,7 @@ def dropin_paths(dropin_dir: Path, *, node: Node = HOST) -> list[Path]:
             if node.is_file(dropin_dir / name) and name.endswith((".conf", ".toml"))]
 
 
-class CrioRuntime(NamedTuple):
+class CrioRuntime(Record):
     """The runtime handler to register."""
 
     name: str

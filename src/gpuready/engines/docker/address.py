@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import NamedTuple
 
 from gpuready.engines.docker.facts import SOCKET_ADDRESS
+from gpuready.records import Record
 from gpuready.terminal import has_control
 
 ENVIRONMENT = "DOCKER_HOST"
 SCHEME = "unix://"
 
 
-class DockerAddress(NamedTuple):
+class DockerAddress(Record):
     """dockerd's API socket (``unix:///PATH``) and where gpuready took it from."""
 
     address: str

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from gpuready.engines.docker import jsontext
 from gpuready.engines.docker.facts import RESERVED_RUNTIMES, render_release, supports_cdi
 from gpuready.errors import InputError, UsageError
 from gpuready.node import HOST, FileKind, Node
 from gpuready.plan import Plan
+from gpuready.records import Record
 from gpuready.textfile import restyle, without_bom
 
 EMPTY = "{}\n"
 
 
-class DaemonConfig(NamedTuple):
+class DaemonConfig(Record):
     """One daemon.json: its text as on disk (None when absent), the JSON body, data and spans."""
 
     path: Path
@@ -68,7 +69,7 @@ def _unchanged(config: DaemonConfig, summary: str, notes: tuple[str, ...] = ()) 
     return Plan(config.path, config.original, after, summary, notes)
 
 
-class DockerRuntime(NamedTuple):
+class DockerRuntime(Record):
     """The runtime to register: its name and the executable dockerd hands containers to."""
 
     name: str

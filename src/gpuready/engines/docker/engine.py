@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
 from gpuready.engines.base import RuntimeChange, removing_created
@@ -84,7 +83,7 @@ def plan_leftovers(path: Path, plans: list[Plan], *, node: Node) -> list[Plan]:
     if entry["original"] is None or sha256(kept) != entry["original"]:
         return plans
     summary = f"{edit.summary}; remove gpuready's backup {backup.name}"
-    return [dataclasses.replace(edit, summary=summary),
+    return [edit._replace(summary=summary),
             Plan(backup, kept, None, "remove gpuready's backup"), *plans[1:]]
 
 

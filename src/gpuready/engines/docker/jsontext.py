@@ -12,29 +12,27 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpuready.errors import InputError
+from gpuready.records import Factory, MutableRecord
 from gpuready.textfile import without_bom
 
 MAX_DEPTH = 64  # dockerd's config is a few levels deep; deeper input is refused, not recursed
 _WHITESPACE = " \t\r\n"
 
 
-@dataclass
-class Node:
+class Node(MutableRecord):
     """A JSON value as written: its span ``[start, end)`` and, for an object, its members."""
 
     start: int
     end: int
-    members: list[Member] = field(default_factory=list)
+    members: list[Member] = Factory(list)
     is_object: bool = False
 
 
-@dataclass
-class Member:
+class Member(MutableRecord):
     """One ``"key": value`` of an object: where the key starts, and the value's node."""
 
     key: str

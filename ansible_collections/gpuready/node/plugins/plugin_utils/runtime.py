@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import posixpath
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from gpuready.containerd.record import record_path
@@ -160,7 +160,7 @@ class RuntimeChange:
             self.mirror.take_config_tree(self.config_node)
             plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
         # The node's names in the texts first: the record keeps the SHA-256 of what is written.
-        plans = [replace(plan, before=self.to_node_text(plan.before),
+        plans = [plan._replace(before=self.to_node_text(plan.before),
                          after=self.to_node_text(plan.after)) for plan in plans]
         record = plan_record(node, plans, request=request, drop_in=drop_in,
                              folders=drop_in is not None)
@@ -229,7 +229,7 @@ class RuntimeChange:
         for plan in journal_order(change.plans):
             if not plan.changes:
                 continue
-            shown = replace(plan, before=self.record_text(plan.before),
+            shown = plan._replace(before=self.record_text(plan.before),
                             after=self.record_text(plan.after)) if is_record(plan) else plan
             self.mirror.push(shown, backup=not is_record(plan))
             self.keep_local(plan.path, plan.after)  # the copy stays the node's (verify reads it)
