@@ -17,8 +17,9 @@ from tests.ansible_support import ansible_tool
 from tests.helpers import REPO
 
 COLLECTION = REPO / "ansible_collections" / "gpuready" / "node"
-MODULES = ("containerd_runtime", "cri_call", "gpuready_facts", "gpuready_setup")
-# The modules whose work an action plugin does on the controller (cri_call runs on the node).
+MODULES = ("containerd_runtime", "cri_call", "gpuready_facts", "gpuready_setup", "node_file")
+# The modules whose work an action plugin does on the controller (cri_call and node_file run on
+# the node).
 ACTIONS = ("containerd_runtime", "gpuready_facts", "gpuready_setup")
 
 

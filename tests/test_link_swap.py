@@ -28,70 +28,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import LAB_BASE, REPO, stage_fixture
+from tests.link_flip import RUNNER, run_flipped
 from tests.measure import tree_snapshot
 
 CONFIG = "etc/containerd/config.toml"
 
-# Runs gpuready with an audit hook that counts the path operations the writer makes (opens for
-# writing or of folders, any open by a name relative to a folder descriptor, renames, new
-# folders, removals, mode and owner changes) on paths inside the root, and at the FLIP_AT-th
-# swaps FLIP_FOLDER for a link to FLIP_TARGET, before the operation itself runs.
-RUNNER = r'''
-import atexit, os, runpy, sys
-
-ROOT = os.environ["FLIP_ROOT"].rstrip("/") + "/"
-FOLDER, TARGET = os.environ["FLIP_FOLDER"], os.environ["FLIP_TARGET"]
-AT = int(os.environ["FLIP_AT"])
-WRITING = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_DIRECTORY
-EVENTS = {"os.rename", "gpuready.renameat2", "os.mkdir", "os.remove", "os.rmdir", "os.chmod",
-          "os.chown", "os.symlink", "os.truncate", "os.utime"}
-state = {"count": 0, "busy": False}
-
-
-def counted(event, args):
-    if event == "open":
-        path, _, flags = args
-        if not isinstance(path, (str, bytes)):
-            return False
-        path = os.fsdecode(path)
-        if path.startswith("/"):
-            return path.startswith(ROOT) and bool(flags & WRITING)
-        return True  # a name in a folder opened before
-    if event in EVENTS:
-        path = args[0]
-        path = os.fsdecode(path) if isinstance(path, (str, bytes)) else ""
-        return not path.startswith("/") or path.startswith(ROOT)
-    return False
-
-
-def flip():
-    if os.path.lexists(FOLDER):
-        os.rename(FOLDER, FOLDER + ".moved")
-    os.symlink(TARGET, FOLDER)
-
-
-def hook(event, args):
-    if state["busy"] or not counted(event, args):
-        return
-    state["count"] += 1
-    if state["count"] == AT:
-        state["busy"] = True
-        try:
-            flip()
-        finally:
-            state["busy"] = False
-
-
-def report():
-    with open(os.environ["FLIP_COUNT_FILE"], "w") as handle:
-        handle.write(str(state["count"]))
-
-
-sys.addaudithook(hook)
-atexit.register(report)
-sys.argv = ["gpuready", *sys.argv[1:]]
-runpy.run_module("gpuready", run_name="__main__", alter_sys=True)
-'''
 
 
 def _configure(root: Path) -> list[str]:
@@ -204,11 +145,8 @@ class Node:
 
 
 def _run_flipped(node: Node, at: int, runner: Path, count_file: Path) -> tuple[int, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO / "src"), FLIP_ROOT=str(node.root),
-               FLIP_FOLDER=str(node.folder), FLIP_TARGET=str(node.outside), FLIP_AT=str(at),
-               FLIP_COUNT_FILE=str(count_file), GPUREADY_LOCK_WAIT="5")
-    done = subprocess.run([sys.executable, str(runner), *node.argv], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = run_flipped(node.argv, runner=runner, root=node.root, folder=node.folder,
+                       target=node.outside, at=at, count_file=count_file)
     return done.returncode, done.stderr
 
 

@@ -6,9 +6,9 @@ controller.
 The node's files are copied into a temporary root on the controller, the change is planned there
 by gpuready's own planners (``configure --config``, ``configure --drop-in``, ``unconfigure``:
 the same plans the command line makes, comments and formatting kept, gpuready's record of what it
-added kept beside the config), and each changed file is written back through the ``copy`` module
-(or removed with ``file``). The node runs only built-in modules, so it needs nothing but its OS
-Python.
+added kept beside the config), and each changed file is written back (or removed) through the
+collection's ``node_file`` module, which follows no link swapped in meanwhile. The node runs only
+built-in modules and the collection's own, so it needs nothing but its OS Python.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ class ActionModule(ActionBase):
         from ansible_collections.gpuready.node.plugins.plugin_utils.remote import RemoteNode
         from ansible_collections.gpuready.node.plugins.plugin_utils.runtime import RuntimeChange
 
-        mirror = Mirror(RemoteNode(self, task_vars), root=args["root"], local=local)
+        node = RemoteNode(self, task_vars, root=args["root"])
+        mirror = Mirror(node, root=args["root"], local=local)
         runtime = RuntimeChange(mirror, args)
         line = self._line(runtime)
         major = line.major

@@ -49,7 +49,7 @@ class ActionModule(ActionBase):
         from gpuready.fleet.nodes import NodeSource, check_node
         from gpuready.rules import selection
 
-        node = RemoteNode(self, task_vars)
+        node = RemoteNode(self, task_vars, root=args["root"])
         version = args["containerd_version"] or self._node_containerd(node)
         with tempfile.TemporaryDirectory(prefix="gpuready-node-") as local:
             mirror = Mirror(node, root=args["root"], local=Path(local))

@@ -4,7 +4,8 @@
 
 The files setup reads are copied from the node into a temporary root, ``gpuready setup`` runs
 there (every report file parsed back from that node's own files), and each file it changed is
-written back to the node through the ``copy`` module. The node needs only its OS Python.
+written back to the node through the collection's ``node_file`` module, which follows no link
+swapped in meanwhile. The node needs only its OS Python.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class ActionModule(ActionBase):
         from ansible_collections.gpuready.node.plugins.plugin_utils.mirror import Mirror
         from ansible_collections.gpuready.node.plugins.plugin_utils.remote import RemoteNode
 
-        node = RemoteNode(self, task_vars)
+        node = RemoteNode(self, task_vars, root=args["root"])
         with tempfile.TemporaryDirectory(prefix="gpuready-setup-") as local:
             mirror = Mirror(node, root=args["root"], local=Path(local))
             mirror.take_setup_inputs(PurePosixPath(args["toolkit_dir"]))

@@ -45,3 +45,14 @@ CRI_CALL_SPEC = dict(
     request=dict(type="str", default=""),
     timeout=dict(type="float", default=10),
 )
+
+NODE_FILE_SPEC = dict(
+    path=dict(type="str", required=True),
+    root=dict(type="str", default="/"),
+    state=dict(type="str", default="file", choices=["file", "directory", "absent"]),
+    content=dict(type="str"),
+    checksum=dict(type="str"),
+    exclusive=dict(type="bool", default=False),
+    mode=dict(type="str", default="0644"),
+    backup=dict(type="bool", default=False),
+)

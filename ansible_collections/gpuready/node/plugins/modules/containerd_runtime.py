@@ -25,8 +25,10 @@ description:
   - The edit is computed on the controller with the gpuready library, so the node needs only its
     OS Python (3.9 and newer) and nothing installed. The node's files are read with
     M(ansible.builtin.stat), M(ansible.builtin.find) and M(ansible.builtin.slurp) and written back
-    with M(ansible.builtin.copy) (a temporary file renamed over the original, mode and owner kept)
-    or removed with M(ansible.builtin.file).
+    or removed with M(gpuready.node.node_file) as gpuready's own writer does it. It walks folder
+    by folder from O(root) without following a link, so a link swapped in meanwhile fails the
+    task and nothing is written outside O(root); a temporary file beside the original is
+    exchanged with it, mode and owner kept.
   - Comments, key order and formatting of the config are kept; only the runtime's lines are added.
   - The first change keeps the original as C(FILE.gpuready.bak); later runs keep that copy.
     The record of what gpuready added is kept in C(CONFIG.gpuready.json), naming the files by

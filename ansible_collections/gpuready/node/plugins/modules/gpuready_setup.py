@@ -17,7 +17,8 @@ description:
     node's own files.
   - The files setup reads are copied from the node into a temporary folder on the controller,
     setup runs there with the gpuready library, and each file it changed is written back with
-    M(ansible.builtin.copy). The node needs only its OS Python and nothing installed.
+    M(gpuready.node.node_file), which follows no link out of O(root), not even one swapped in
+    while it writes. The node needs only its OS Python and nothing installed.
   - The base config is the node's existing config, else the air-gap base
     C(/opt/fixtures/gpu-airgap/containerd/config.toml.base) on the node, else the node's own
     C(containerd config default), else gpuready's built-in version 2 base.

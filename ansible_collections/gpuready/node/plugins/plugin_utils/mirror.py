@@ -22,7 +22,7 @@ from ansible_collections.gpuready.node.plugins.plugin_utils.remote import (
 )
 from gpuready.containerd import facts
 from gpuready.containerd.document import parse_toml
-from gpuready.errors import InputError, WriteError
+from gpuready.errors import InputError
 from gpuready.paths import (
     CDI_DIRS,
     CDI_SPEC,
@@ -203,19 +203,13 @@ class Mirror:
             self.node.remove(original or path)
             return
         if original is not None:
-            if backup:
-                self.node.replace(original, plan.after)
-            else:
-                self.node.copy(path, plan.after, mode=None, force=True)
+            self.node.write(path, plan.after, checksum=original.checksum, backup=backup)
             return
         folder = posixpath.dirname(path)
         if folder not in self.folders:
-            self.node.module("file", path=folder, state="directory")
+            self.node.make_folder(folder)
             self.folders.add(folder)
-        written = self.node.copy(path, plan.after, mode=NEW_FILE_MODE, force=False)
-        if not written.get("changed"):
-            raise WriteError(f"{path}: appeared on the node while gpuready was planning; "
-                             "nothing written, run again")
+        self.node.write(path, plan.after, mode=NEW_FILE_MODE, exclusive=True)
 
     @staticmethod
     def runtimeclass_text(result) -> str | None:

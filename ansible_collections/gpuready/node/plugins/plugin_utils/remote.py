@@ -1,10 +1,12 @@
 # Copyright: gpuready contributors
 # Apache License 2.0 (see LICENSE)
-"""A node seen from the controller: read its files, and write them with Ansible's own transfer.
+"""A node seen from the controller: read its files, and write them without following a link.
 
-Everything that runs on the node is an ``ansible.builtin`` module (``stat``, ``slurp``, ``find``,
-``copy``), so the node needs nothing but the Python its OS ships. gpuready itself runs only here,
-on the controller. Errors are gpuready's own (:class:`gpuready.errors.InputError`,
+Reads are ``ansible.builtin`` modules (``stat``, ``slurp``, ``find``); every write, new folder
+and removal is the collection's own ``gpuready.node.node_file``, which walks from the root folder
+by folder without following a link, as gpuready's writer does on the command line. Both need
+nothing on the node but the Python its OS ships. gpuready itself runs only here, on the
+controller. Errors are gpuready's own (:class:`gpuready.errors.InputError`,
 :class:`gpuready.errors.WriteError`), so an action plugin turns all of them into one failed-host
 message the way the command line does.
 """
@@ -13,14 +15,10 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import posixpath
-import shutil
-import tempfile
 from dataclasses import dataclass
 
 from gpuready.errors import InputError, WriteError
-from gpuready.fsio import BACKUP_SUFFIX
 from gpuready.node import FileKind
 from gpuready.textfile import decode
 
@@ -29,6 +27,7 @@ from gpuready.textfile import decode
 MAX_FILE_BYTES = max(kind.limit for kind in FileKind)
 # The most files one folder may contribute to a node's copy (hostile input: bound the work).
 MAX_FILES_PER_FOLDER = 256
+NODE_FILE = "gpuready.node.node_file"
 
 
 @dataclass(frozen=True)
@@ -51,9 +50,10 @@ def node_path(root: str, path: str) -> str:
 class RemoteNode:
     """The node an action plugin's task runs against."""
 
-    def __init__(self, action, task_vars: dict) -> None:
+    def __init__(self, action, task_vars: dict, *, root: str = "/") -> None:
         self._action = action
         self._task_vars = task_vars
+        self.root = root
 
     def module(self, name: str, **args) -> dict:
         """Run an ``ansible.builtin`` module on the node; a failure raises :class:`InputError`."""
@@ -107,8 +107,8 @@ class RemoteNode:
     def put(self, path: str, text: str) -> None:
         """Write a file into a temporary folder of :meth:`temporary_folder` (folders made)."""
         with self.acting():
-            self.module("file", path=posixpath.dirname(path), state="directory")
-            self.copy(path, text, mode="0600", force=True)
+            self.make_folder(posixpath.dirname(path))
+            self.write(path, text, mode="0600")
 
     def ask(self, argv: list[str]) -> str | None:
         """The output of a command that only reads (``containerd --version``), check mode or not;
@@ -181,62 +181,54 @@ class RemoteNode:
     def replace(self, original: RemoteFile, text: str) -> None:
         """Write ``text`` over ``original``'s file, keeping the first backup gpuready made.
 
-        One ``copy`` on the node (``remote_src``) both guards and backs up: it refuses when the
-        file's SHA-1 is no longer the one read (someone changed it since the plan was made), and
-        copies it to ``FILE.gpuready.bak`` only when no backup exists yet, so the backup keeps the
-        file as it was before gpuready first changed it, as the command line does. The write itself
-        is the ``copy`` action's: a temporary file beside the target, renamed over it, keeping mode
-        and owner.
+        Refused when the file's SHA-1 is no longer the one read (someone changed it since the
+        plan was made); ``FILE.gpuready.bak`` is made only when no backup exists yet, so it keeps
+        the file as it was before gpuready first changed it, as the command line does.
         """
-        try:
-            self.module("copy", src=original.path, dest=original.path + BACKUP_SUFFIX,
-                        remote_src=True, checksum=original.checksum, force=False,
-                        mode="preserve", follow=True)
-        except InputError as error:
-            raise WriteError(
-                f"{original.path}: changed on the node while gpuready was planning; "
-                f"nothing written, run again ({error.reason})"
-            ) from None
-        self.copy(original.path, text, mode=None, force=True)
+        self.write(original.path, text, checksum=original.checksum, backup=True)
+
+    def write(self, path: str, text: str, *, checksum: str | None = None,
+              exclusive: bool = False, mode: str | None = None, backup: bool = False) -> dict:
+        """Write ``text`` at ``path`` with ``gpuready.node.node_file``: over the file read
+        (``checksum``: refused when it changed since), as a new file (``exclusive``, with
+        ``mode``), or over whatever is there. No link, even one swapped in meanwhile, takes the
+        write out of the root."""
+        args = dict(content=base64.b64encode(text.encode("utf-8")).decode("ascii"),
+                    exclusive=exclusive, backup=backup)
+        if checksum is not None:
+            args["checksum"] = checksum
+        if mode is not None:
+            args["mode"] = mode
+        return self.node_file(path, state="file", **args)
+
+    def make_folder(self, path: str) -> None:
+        """Make the folder ``path`` and those above it, inside the root (``mkdir -p``)."""
+        self.node_file(path, state="directory")
 
     def remove(self, target: RemoteFile | str) -> None:
-        """Remove a file from the node; a file that was read (a :class:`RemoteFile`) only while
-        its SHA-1 is still the one read (someone may have changed it since the plan was made)."""
-        path = target.path if isinstance(target, RemoteFile) else target
+        """Remove a file (or an empty folder) from the node; a file that was read (a
+        :class:`RemoteFile`) only while its SHA-1 is still the one read (someone may have
+        changed it since the plan was made)."""
         if isinstance(target, RemoteFile):
-            status = self.stat(path)
-            if status["exists"] and status.get("checksum") != target.checksum:
-                raise WriteError(f"{path}: changed on the node while gpuready was planning; "
-                                 "nothing removed, run again")
-        self.module("file", path=path, state="absent")
+            self.node_file(target.path, state="absent", checksum=target.checksum)
+        else:
+            self.node_file(target, state="absent")
 
-    def copy(self, dest: str, text: str, *, mode: str | None, force: bool) -> dict:
-        """Transfer ``text`` to ``dest`` through the ``copy`` action plugin and module."""
-        local = tempfile.mkdtemp(prefix="gpuready-")
-        try:
-            source = os.path.join(local, posixpath.basename(dest))
-            with open(source, "wb") as handle:
-                handle.write(text.encode("utf-8"))
-            args = dict(src=source, dest=dest, force=force, follow=True)
-            if mode is not None:
-                args["mode"] = mode
-            result = self._copy_action(args).run(task_vars=self._task_vars)
-        finally:
-            shutil.rmtree(local, ignore_errors=True)
+    def node_file(self, path: str, **args) -> dict:
+        """Run ``gpuready.node.node_file`` on ``path`` (a node path under the root, as
+        :func:`node_path` makes it; one outside the root, such as a temporary folder, is looked
+        up under ``/``). A failure raises :class:`WriteError` with the module's one line."""
+        root, below = self._anchor(path)
+        result = self._action._execute_module(
+            module_name=NODE_FILE, module_args=dict(args, root=root, path=below),
+            task_vars=self._task_vars)
         if result.get("failed"):
-            raise WriteError(f"{dest}: {result.get('msg') or 'copy failed on the node'}")
+            raise WriteError(" ".join(str(result.get("msg") or f"{path}: not written").split()))
         return result
 
-    def _copy_action(self, args: dict):
-        action = self._action
-        task = action._task.copy()
-        task.args = args
-        return action._shared_loader_obj.action_loader.get(
-            "ansible.legacy.copy",
-            task=task,
-            connection=action._connection,
-            play_context=action._play_context,
-            loader=action._loader,
-            templar=action._templar,
-            shared_loader_obj=action._shared_loader_obj,
-        )
+    def _anchor(self, path: str) -> tuple[str, str]:
+        """The root ``path`` is looked up under, and its node path there."""
+        prefix = self.root.rstrip("/") + "/"
+        if self.root in ("", "/") or not path.startswith(prefix):
+            return "/", path
+        return self.root, "/" + path[len(prefix):]

@@ -8,7 +8,8 @@ verify, roll back); only what it does to the node goes through Ansible here:
 - pre-flight: the candidate files are staged on the controller as the command line stages them,
   copied into a temporary folder on the node, and the node's own ``containerd config dump`` reads
   them there;
-- files are written and put back through the node's copy (:class:`~.runtime.RuntimeChange`);
+- files are written and put back through ``gpuready.node.node_file``
+  (:class:`~.runtime.RuntimeChange`);
 - the restart command runs on the node under ``timeout``;
 - the CRI is asked through :mod:`gpuready.node.cri_call` on the node, its messages encoded and
   decoded here with the CRI's generated classes.
@@ -82,7 +83,7 @@ class AnsibleHost:
         return fresh
 
     def write(self, node, plans) -> list:
-        """Write through the node's copy; the plans written."""
+        """Write through ``gpuready.node.node_file``; the plans written."""
         from ansible_collections.gpuready.node.plugins.plugin_utils.runtime import Change
 
         return self.runtime.write(Change(list(plans), node.config))
@@ -96,8 +97,8 @@ class AnsibleHost:
             else:
                 # a removed file's folder may have gone with it (the empty folders gpuready
                 # created go after the record): it comes back with the file
-                self.node.module("file", path=posixpath.dirname(path), state="directory")
-                self.node.copy(path, plan.before, mode=None, force=True)
+                self.node.make_folder(posixpath.dirname(path))
+                self.node.write(path, plan.before)
             self.runtime.keep_local(plan.path, plan.before)
         for backup in backups:
             self.node.remove(self.mirror.node_file(str(backup)))

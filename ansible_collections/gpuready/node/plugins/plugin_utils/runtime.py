@@ -240,10 +240,10 @@ class RuntimeChange:
 
     def remove_created_folders(self) -> None:
         """Remove the folders gpuready created for its files (as its record said), deepest
-        first, each only while empty: ``rmdir`` refuses a folder that holds anything, and a
-        folder left so is no failure (as on the command line)."""
+        first, each only while empty: a folder that holds anything is left, and that is no
+        failure (as on the command line)."""
         for folder in self.created_folders:
-            self.mirror.node.run(["rmdir", "--", folder])
+            self.mirror.node.remove(folder)
 
     def keep_local(self, path: Path, text: str | None) -> None:
         """Give the copy's file ``text`` (None: remove it), as the node's file now has."""
