@@ -21,17 +21,25 @@ import sys
 import tarfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+import tomlkit
+import yaml
 
-from tests.harness.containerd import Containerd, short_tempdir
+from tests.agent_support import AgentProcess, feature_labels
+from tests.harness.containerd import Containerd, lab_config, short_tempdir
 from tests.harness.processes import remove_folder
-from tests.helpers import REPO, run_cli
+from tests.harness.restart_channel import RestartChannel
+from tests.harness.restartable import RestartableContainerd
+from tests.helpers import REPO, require, run_cli
 from tests.rules_support import node_sandbox
 from tests.userdocs import section, sh_blocks
 
 SCRIPT = REPO / "scripts" / "build_image.py"
 CONTAINERFILE = REPO / "deploy" / "image" / "Containerfile"
+DAEMONSET = REPO / "deploy" / "kubernetes" / "daemonset.yaml"
+NODE_DPKG = "Package: containerd\nStatus: install ok installed\nVersion: 1.6.20~ds1-1+deb12u3\n"
 VERSION = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M)[1]
 IMAGE = f"localhost/gpuready:{VERSION}"
 BUILD_TIMEOUT = 1800
@@ -223,6 +231,186 @@ def test_the_containerfile_builds_on_the_base_and_runs(built, start_containerd, 
     daemon = start_containerd()
     import_image(daemon, archive, name)
     assert_runs_gpuready(daemon, name, tmp_path)
+
+
+# -- gpuready agent in the image, as the DaemonSet runs it ----------------------------------------
+
+
+@dataclass
+class ImageNode:
+    """A node tree whose own containerd (a second real one) reads the tree's config and serves
+    at the tree's /run/containerd/containerd.sock; the folders the DaemonSet mounts exist in it
+    (its hostPath volumes are DirectoryOrCreate). ``work`` holds the settings folder (the
+    ConfigMap's mount) and the restart channel's folder."""
+
+    root: Path
+    work: Path
+    daemon: RestartableContainerd
+
+    @property
+    def config(self) -> Path:
+        return self.root / "etc/containerd/config.toml"
+
+    @property
+    def settings(self) -> Path:
+        return self.work / "settings" / "settings.yaml"
+
+    @property
+    def channel(self) -> Path:
+        return self.work / "restart"
+
+
+@pytest.fixture
+def image_node(containerd_build) -> ImageNode:
+    """The node of the agent-in-the-image test: containerd 1.6 (its package database says) on
+    the tree's config, its socket under the tree, stopped and removed afterwards."""
+    require(binaries=("containerd", "runc"))
+    root, folder, work = short_tempdir(), short_tempdir(), short_tempdir()
+    for mount in daemonset_host_mounts():  # as the kubelet makes a DirectoryOrCreate
+        if mount.kind == "DirectoryOrCreate":
+            (root / mount.path.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    (root / "etc/machine-id").write_text("0123456789abcdef0123456789abcdef\n")  # type: File
+    (root / "var/lib/dpkg/status").write_text(NODE_DPKG)
+    document = tomlkit.parse(lab_config(folder))
+    socket = root / "run/containerd/containerd.sock"
+    document["grpc"]["address"] = str(socket)  # the node's socket, a file of the tree
+    daemon = RestartableContainerd(tomlkit.dumps(document), folder,
+                                   binary=containerd_build.binary("containerd") or "containerd")
+    daemon.socket = socket
+    config = root / "etc/containerd/config.toml"
+    config.write_text(daemon.config_path.read_text())
+    daemon.config_path.unlink()
+    daemon.config_path.symlink_to(config)  # the daemon reads the tree's file, as on the node
+    (work / "settings").mkdir()
+    (work / "restart").mkdir()
+    daemon.start()
+    try:
+        yield ImageNode(root, work, daemon)
+    finally:
+        daemon.remove()
+        remove_folder(root)
+        remove_folder(work)
+
+
+def daemonset_container() -> tuple[dict, list[dict]]:
+    """The DaemonSet's one container and its pod's volumes."""
+    pod = yaml.safe_load(DAEMONSET.read_text())["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    return container, pod["volumes"]
+
+
+class HostMount(NamedTuple):
+    """One hostPath volume of the DaemonSet: the node path, where the container sees it, whether
+    read-only, and its hostPath type."""
+
+    path: str
+    target: str
+    read_only: bool
+    kind: str
+
+
+def daemonset_host_mounts() -> list[HostMount]:
+    """Each hostPath volume the DaemonSet's container mounts."""
+    container, volumes = daemonset_container()
+    host = {volume["name"]: volume["hostPath"] for volume in volumes if "hostPath" in volume}
+    return [HostMount(host[mount["name"]]["path"], mount["mountPath"],
+                      mount.get("readOnly", False), host[mount["name"]]["type"])
+            for mount in container["volumeMounts"] if mount["name"] in host]
+
+
+def ctr_mount(source: Path | str, target: str, *, read_only: bool) -> list[str]:
+    """``ctr run``'s --mount for a bind mount of ``source`` at ``target``."""
+    options = "rbind:ro" if read_only else "rbind:rw"
+    return ["--mount", f"type=bind,src={source},dst={target},options={options}"]
+
+
+def agent_in_the_image(daemon: Containerd, node: ImageNode) -> AgentProcess:
+    """``ctr run`` of the image with the DaemonSet's command, arguments and mounts: each node
+    path from the tree at its /host/<path> (shallowest first, as the kubelet orders them), the
+    settings folder at the ConfigMap's mountPath; plus what the DaemonSet lacks: the host's
+    network (the test reaches the agent's listener at 127.0.0.1) and the restart channel's
+    folder. --listen is 127.0.0.1:0 (the DaemonSet's 0.0.0.0:9402 is a port of the host here);
+    the agent's first line names the port."""
+    container, _ = daemonset_container()
+    args = list(container["args"])
+    args[args.index("--listen") + 1] = "127.0.0.1:0"
+    settings_at = next(mount["mountPath"] for mount in container["volumeMounts"]
+                       if mount["name"] == "settings")
+    assert args[args.index("--settings") + 1] == f"{settings_at}/{node.settings.name}"
+    mounts = ctr_mount(node.settings.parent, settings_at, read_only=True)
+    for mount in sorted(daemonset_host_mounts(), key=lambda m: m.target.count("/")):
+        mounts += ctr_mount(node.root / mount.path.lstrip("/"), mount.target,
+                            read_only=mount.read_only)
+    mounts += ctr_mount(node.channel, RestartChannel.MOUNTED_AT, read_only=False)
+    name = f"gpuready-agent-{next(RUN_IDS)}"
+    base = ["ctr", "--address", str(daemon.socket), "-n", "k8s.io"]
+    return AgentProcess(
+        [*base, "run", "--rm", "--net-host", *mounts, IMAGE, name, *container["command"], *args],
+        stop=lambda: ctr(daemon, "task", "kill", name))  # SIGTERM, as the kubelet stops a pod
+
+
+def kill_tasks(daemon: Containerd) -> None:
+    """SIGKILL every task still running on ``daemon`` (a failed test's agent): a task outlives
+    its shim, which the daemon's fixture stops by pid."""
+    for task in ctr(daemon, "task", "ls", "-q").stdout.split():
+        ctr(daemon, "task", "kill", "-s", "SIGKILL", task)
+        ctr(daemon, "task", "delete", "-f", task)
+
+
+@pytest.mark.slow
+def test_the_agent_in_the_image_restarts_the_nodes_containerd_only_when_its_config_changes(
+        built, start_containerd, image_node) -> None:
+    """The image under a real containerd (``ctr run``), as the DaemonSet runs it, the node tree
+    mounted at /host path by path as the DaemonSet mounts the host; the node's containerd is a
+    second real one (Debian's 1.6) on the tree's config and socket. The settings' restart is
+    ``method: command``: a shell script in the container asks through a folder the test mounts
+    (RestartChannel), and the test restarts the node's daemon, standing in for nsenter into
+    PID 1 or systemd. As tests/test_agent.py finds for the agent run here: a configuring start
+    restarts once (one pid change) and is ready over the CRI; SIGTERM (``ctr task kill``)
+    restarts nothing; an unchanged start restarts nothing."""
+    daemon = start_containerd()
+    import_image(daemon, built.archive, IMAGE)
+    image_node.settings.write_text(yaml.safe_dump({
+        "runtime_name": "nvidia", "drop_in": False, "enable_cdi": False,
+        "systemd_cgroup": "false", "interval_seconds": 30, "force": False,
+        "restart": {"method": "command", "command": list(RestartChannel.COMMAND)}}))
+    with RestartChannel(image_node.channel, image_node.daemon) as channel:
+        try:
+            check_the_agent_in_the_image(daemon, image_node, channel)
+        finally:
+            kill_tasks(daemon)
+
+
+def check_the_agent_in_the_image(daemon: Containerd, node: ImageNode,
+                                 channel: RestartChannel) -> None:
+    """The checks of the test above: a configuring start, SIGTERM, an unchanged start."""
+    original, first_pid = node.config.read_text(), node.daemon.pid
+    agent = agent_in_the_image(daemon, node)
+    assert agent.wait_for("pass:").startswith("pass: ready"), "\n".join(agent.lines)
+    assert channel.restarts == 1 and channel.pids[0][0] == first_pid
+    assert node.daemon.pid not in (None, first_pid)  # the node's daemon was restarted
+    assert node.config.read_text() != original
+    assert '[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]' in \
+        node.config.read_text()
+    assert agent.get("/healthz")[0] == 200
+    assert agent.get("/readyz")[0] == 200
+    assert agent.restarts_metric() == 1.0
+    labels = feature_labels(node.root)
+    assert labels["gpuready.io/runtime.nvidia"] == "ready"
+    assert labels["gpuready.io/containerd"] == "1.6"
+    assert labels["gpuready.io/owner"] == "containerd"
+    code, said = agent.terminate()
+    assert code == 0 and "stopped (SIGTERM): nothing changed" in said, said
+    assert channel.restarts == 1
+
+    configured, running = node.config.read_text(), node.daemon.pid
+    again = agent_in_the_image(daemon, node)  # unchanged: nothing to write or restart
+    assert again.wait_for("pass:").startswith("pass: ready"), "\n".join(again.lines)
+    assert again.get("/readyz")[0] == 200 and again.restarts_metric() == 0.0
+    code, said = again.terminate()
+    assert code == 0 and "stopped (SIGTERM): nothing changed" in said, said
+    assert channel.restarts == 1 and node.daemon.pid == running
+    assert node.config.read_text() == configured
 
 
 def test_a_bundle_without_debian_12s_wheels_is_refused_in_one_line(tmp_path) -> None:
