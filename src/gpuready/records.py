@@ -51,6 +51,10 @@ class _RecordType(type):
             namespace[field] = _tuplegetter(index, f"Field {index}: {field}")
         namespace["_fields"] = fields
         namespace["_field_defaults"] = defaults
+        # the defaults of the fields from each position on, for a record given fewer values
+        values = tuple(defaults.values())
+        first = len(fields) - len(values)
+        namespace["_defaults_from"] = {first + i: values[i:] for i in range(len(values))}
         return super().__new__(mcs, name, bases, namespace)
 
 
@@ -60,9 +64,10 @@ class Record(tuple, metaclass=_RecordType):
     __slots__ = ()
 
     def __new__(cls, *args: Any, **kwargs: Any):
-        if not kwargs and len(args) == len(cls._fields):
-            return tuple.__new__(cls, args)
-        return tuple.__new__(cls, cls._bound(args, kwargs))
+        if kwargs or len(args) != len(cls._fields):
+            tail = None if kwargs else cls._defaults_from.get(len(args))
+            args = cls._bound(args, kwargs) if tail is None else args + tail
+        return tuple.__new__(cls, args)
 
     @classmethod
     def _bound(cls, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
