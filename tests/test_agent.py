@@ -122,6 +122,26 @@ def test_a_sigterm_during_a_transaction_leaves_its_journal_and_the_next_start_fi
     again.terminate()
 
 
+def test_the_undo_jobs_command_gives_back_the_original_config(node):
+    """After the agent configured the node and was stopped (the DaemonSet deleted), the undo
+    Job's command, read from deploy/kubernetes/undo-job.yaml with the tree as its ``/host``,
+    gives back the config's original bytes and takes gpuready's own files away."""
+    before = sorted(path.name for path in node.config.parent.iterdir())
+    agent = AgentProcess(node)
+    assert agent.wait_for("pass:").startswith("pass: ready"), "\n".join(agent.lines)
+    assert agent.terminate()[0] == 0
+    assert node.config.read_bytes() != node.original
+    job = yaml.safe_load((REPO / "deploy/kubernetes/undo-job.yaml").read_text())
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    argv = [str(node.root) if arg == "/host" else arg
+            for arg in (*container["command"], *container["args"])]
+    assert argv[:2] == ["gpuready", "unconfigure"], argv
+    undone = run_cli(*argv[1:])
+    assert undone.code == 0, undone.out + undone.err
+    assert node.config.read_bytes() == node.original
+    assert sorted(path.name for path in node.config.parent.iterdir()) == before
+
+
 @pytest.mark.parametrize(("settings", "said"), [
     ({"runtime_name": "nvidia"}, "missing key 'drop_in'"),
     ({"interval_seconds": "often"}, "interval_seconds: seconds between resyncs"),

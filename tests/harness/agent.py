@@ -73,6 +73,7 @@ class Node:
         self.calls_file, self.hold, self.plan = work / "calls", work / "hold", work / "plan"
         self.settings = work / "settings.yaml"
         self.original = self.config.read_bytes() if self.config.exists() else None
+        self.agents: list[subprocess.Popen] = []  # killed at the end, whatever a test left
 
     @property
     def restarts(self) -> int:
@@ -125,7 +126,7 @@ def live_node(work: Path) -> Iterator[Node]:
     folders at their node paths, its restart :meth:`Node.restarter`; all removed afterwards."""
     require(binaries=("containerd", "runc", "unshare", "nsenter", "findmnt"))
     root = short_tempdir()
-    daemon = None
+    daemon = made = None
     try:
         node_tree(root)
         daemon = NamespacedContainerd(root, work / "daemon")
@@ -134,6 +135,10 @@ def live_node(work: Path) -> Iterator[Node]:
         write_settings(made, restart=made.restarter())
         yield made
     finally:
+        for agent in made.agents if made else ():
+            if agent.poll() is None:
+                agent.kill()
+                agent.wait(timeout=30)
         if daemon is not None:
             daemon.remove()
         subprocess.run(["rm", "-rf", str(root)], check=False)
@@ -153,6 +158,7 @@ class AgentProcess:
             [sys.executable, *start, "agent", "--root", str(node.root),
              "--settings", str(node.settings), "--listen", "127.0.0.1:0"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment)
+        node.agents.append(self.process)
         # read by a thread: a select() on the pipe misses the lines its reader has buffered
         self._said: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)

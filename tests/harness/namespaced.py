@@ -67,8 +67,8 @@ def mount_commands(root: Path, work: Path) -> list[str]:
             upper, scratch = work / f"overlay{number}/upper", work / f"overlay{number}/work"
             upper.mkdir(parents=True)
             scratch.mkdir(parents=True)
-            commands.append(f"mount -t overlay overlay -o lowerdir={above},upperdir={upper},"
-                            f"workdir={scratch} {above}")
+            options = f"lowerdir={above},upperdir={upper},workdir={scratch}"
+            commands.append(f"mount -t overlay overlay -o {shlex.quote(options)} {above}")
             commands.append(f"mkdir -p {folder}")
         commands.append(f"mount --bind {shlex.quote(str(source))} {folder}")
     return commands
