@@ -1,167 +1,57 @@
 """``gpuready agent`` as the DaemonSet runs it: a subprocess on a node tree (``--root``) whose
-containerd is a real one (Debian's 1.6, tests/harness/restartable.py) reading the tree's own
-``/etc/containerd/config.toml``, its socket at the tree's ``/run/containerd/containerd.sock``.
+containerd is a real one (Debian's 1.6) reading the tree's files at their node paths: it runs in
+a private mount namespace where the tree's folders are bound over ``/etc/containerd``,
+``/run/containerd`` and ``/var/lib/containerd`` (tests/harness/namespaced.py), and serves the
+socket the agent finds at the tree's ``run/containerd/containerd.sock``.
 
-The settings' restart is ``method: command``: a script that counts its calls, waits while a
-``hold`` file exists (so a test can look at the reports mid-repair), then restarts the daemon.
-The count is the number of restarts the agent made.
+The settings' restart is ``method: command``: the test's restart, which restarts the daemon in
+that namespace (tests/harness/agent.py). What the tests count is the daemon's pid changes,
+sampled from /proc, whoever restarted it.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.harness.containerd import lab_config, short_tempdir
-from tests.harness.restartable import RestartableContainerd
-from tests.helpers import REPO, require, run_cli, socket_in_root
+from tests.harness.agent import JOURNAL, AgentProcess, Node, live_node, write_settings
+from tests.harness.namespaced import NODE_FOLDERS, host_mounts
+from tests.helpers import REPO, require, run_cli
 
 pytestmark = pytest.mark.containerd
-
-DPKG = "Package: containerd\nStatus: install ok installed\nVersion: 1.6.20~ds1-1+deb12u3\n"
-FEATURES = "etc/kubernetes/node-feature-discovery/features.d/gpuready"
-JOURNAL = "etc/containerd/config.toml.gpuready.txn.json"
-COUNTER = """\
-import os, subprocess, sys, time
-count, hold, restart = sys.argv[1], sys.argv[2], sys.argv[3:]
-with open(count, "a") as handle:
-    handle.write("x")
-while os.path.exists(hold):
-    time.sleep(0.05)
-sys.exit(subprocess.run(restart).returncode)
-"""
-
-
-class Node:
-    """A node tree with a real containerd on its config, and the agent's settings."""
-
-    def __init__(self, root: Path, work: Path, daemon: RestartableContainerd) -> None:
-        self.root, self.work, self.daemon = root, work, daemon
-        self.config = root / "etc/containerd/config.toml"
-        self.count_file, self.hold = work / "count", work / "hold"
-        self.settings = work / "settings.yaml"
-        self.original = self.config.read_text()
-
-    @property
-    def restarts(self) -> int:
-        """How many restarts the agent's command was asked for."""
-        return len(self.count_file.read_text()) if self.count_file.exists() else 0
-
-    def features(self) -> dict[str, str]:
-        """The labels in NFD's feature file."""
-        path = self.root / FEATURES
-        if not path.exists():
-            return {}
-        return dict(line.split("=", 1) for line in path.read_text().splitlines())
 
 
 @pytest.fixture
 def node(tmp_path) -> Node:
-    """A tree whose containerd (1.6, the package database says) runs on the tree's config."""
-    require(binaries=("containerd", "runc"))
-    root = short_tempdir()
-    folder = root / "d"  # the daemon's own state: beside the tree's files, short for the socket
-    folder.mkdir()
-    daemon = RestartableContainerd(lab_config(folder), folder)
-    config = root / "etc/containerd/config.toml"
-    config.parent.mkdir(parents=True)
-    config.write_text(daemon.config_path.read_text())
-    daemon.config_path.unlink()
-    daemon.config_path.symlink_to(config)  # the daemon reads the tree's file, as on the node
-    dpkg = root / "var/lib/dpkg/status"
-    dpkg.parent.mkdir(parents=True)
-    dpkg.write_text(DPKG)
-    (root / "etc/machine-id").write_text("0123456789abcdef0123456789abcdef\n")
-    socket_in_root(root, daemon.address)
-    daemon.start()
-    made = Node(root, tmp_path, daemon)
-    (tmp_path / "counter.py").write_text(COUNTER)
-    write_settings(made, restart={"method": "command", "command": [
-        sys.executable, str(tmp_path / "counter.py"), str(made.count_file), str(made.hold),
-        *shlex.split(daemon.restart_command)]})
-    try:
+    """A tree whose containerd (1.6, the package database says) runs on the tree's folders."""
+    with live_node(tmp_path) as made:
         yield made
-    finally:
-        daemon.remove()
-        subprocess.run(["rm", "-rf", str(root)], check=False)
 
 
-def write_settings(node: Node, **changes) -> None:
-    settings = {"runtime_name": "nvidia", "drop_in": False, "enable_cdi": False,
-                "systemd_cgroup": "false", "interval_seconds": 30, "force": False,
-                "restart": {"method": "command", "command": ["/bin/false"]}}
-    settings.update(changes)
-    node.settings.write_text(yaml.safe_dump(settings))
-
-
-class AgentProcess:
-    """``gpuready agent`` started as the DaemonSet starts it, its output read line by line."""
-
-    def __init__(self, node: Node) -> None:
-        environment = dict(os.environ, PYTHONPATH=str(REPO / "src"))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "gpuready", "agent", "--root", str(node.root),
-             "--settings", str(node.settings), "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment)
-        self.lines: list[str] = []
-        first = self.next_line()
-        self.url = first.split("serving ", 1)[1].split(" ", 1)[0]
-
-    def next_line(self, timeout: float = 90.0) -> str:
-        import selectors
-
-        selector = selectors.DefaultSelector()
-        selector.register(self.process.stdout, selectors.EVENT_READ)
-        if not selector.select(timeout):
-            raise AssertionError("the agent said nothing:\n" + "\n".join(self.lines))
-        line = self.process.stdout.readline()
-        if not line:
-            raise AssertionError("the agent ended:\n" + "\n".join(self.lines))
-        self.lines.append(line.rstrip("\n"))
-        return self.lines[-1]
-
-    def wait_for(self, start: str, timeout: float = 90.0) -> str:
-        """The next line starting with ``start``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            line = self.next_line(max(deadline - time.monotonic(), 0.1))
-            if line.startswith(start):
-                return line
-
-    def get(self, path: str) -> tuple[int, str]:
-        try:
-            with urllib.request.urlopen(self.url + path, timeout=10) as answer:
-                return answer.status, answer.read().decode()
-        except urllib.error.HTTPError as error:
-            return error.code, error.read().decode()
-
-    def restarts_metric(self) -> float:
-        code, text = self.get("/metrics")
-        assert code == 200
-        return next(float(line.split()[-1]) for line in text.splitlines()
-                    if line.startswith("gpuready_restarts_total "))
-
-    def terminate(self) -> tuple[int, str]:
-        self.process.send_signal(signal.SIGTERM)
-        rest, _ = self.process.communicate(timeout=60)
-        self.lines += rest.splitlines()
-        return self.process.returncode, "\n".join(self.lines)
+def test_the_daemon_reads_the_trees_folders_at_node_paths_and_the_host_sees_no_mount(node):
+    """The daemon's namespace has the tree's folders at the node paths; the host has none of
+    these mounts, and the daemon was started on the node path of the config."""
+    mounts = node.daemon.namespace.mounts()
+    for folder in NODE_FOLDERS:
+        assert f"[{node.root}{folder}]" in mounts[folder], mounts
+    assert not any(str(node.root) in line for line in host_mounts(NODE_FOLDERS))
+    (pid,) = node.daemon.namespace.processes("containerd")
+    argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    assert argv[1:3] == [b"--config", b"/etc/containerd/config.toml"]
+    assert (node.root / "run/containerd/containerd.sock").is_socket()
 
 
 def test_restarts_only_when_what_containerd_runs_changes(node):
-    """A configuring start restarts once and is ready over the CRI; SIGTERM restarts nothing;
-    an unchanged start restarts nothing; an owner's rewrite is put back with one restart, and
-    /readyz says 503 while containerd does not serve the files, 200 after the repair."""
+    """The daemon's pid changes once on a configuring start, not on SIGTERM, not on an
+    unchanged start, and once per owner rewrite; /metrics counts the same restarts; /readyz
+    says 503 while containerd does not serve the runtime, 200 after the repair; the feature
+    file's labels follow."""
     agent = AgentProcess(node)
     assert agent.wait_for("pass:").startswith("pass: ready"), "\n".join(agent.lines)
     assert node.restarts == 1
@@ -184,21 +74,31 @@ def test_restarts_only_when_what_containerd_runs_changes(node):
     assert again.get("/readyz")[0] == 200
 
     node.hold.write_text("")  # the agent's restart waits until the test has looked
-    node.config.write_text(node.original)  # an owner rewrites the config: the runtime is gone
+    node.config.write_bytes(node.original)  # an owner rewrites the config: the runtime is gone
     node.daemon.start()  # ... and restarts containerd on it: the live config lacks it too
+    assert node.restarts == 2
     deadline = time.monotonic() + 30
     while again.get("/readyz")[0] != 503 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert again.get("/readyz")[0] == 503
     assert node.features()["gpuready.io/runtime.nvidia"] == "not-ready"
+    assert again.get("/healthz")[0] == 200
     node.hold.unlink()
     assert again.wait_for("pass:").startswith("pass: ready"), "\n".join(again.lines)
     assert again.get("/readyz")[0] == 200
-    assert node.restarts == 2 and again.restarts_metric() == 1.0
+    assert node.restarts == 3 and again.restarts_metric() == 1.0  # the owner's, and one repair
     assert node.features()["gpuready.io/runtime.nvidia"] == "ready"
+    # the repair's own writes are seen too: that pass finds nothing to change
+    assert again.wait_for("pass:").startswith("pass: ready"), "\n".join(again.lines)
+    assert node.restarts == 3
+
+    node.config.write_bytes(node.original)  # a rewrite alone, containerd not restarted
+    assert again.wait_for("pass:").startswith("pass: ready"), "\n".join(again.lines)
+    assert again.wait_for("pass:").startswith("pass: ready"), "\n".join(again.lines)
+    assert node.restarts == 4 and again.restarts_metric() == 2.0
     code, said = again.terminate()
     assert code == 0, said
-    assert node.restarts == 2
+    assert node.restarts == 4 and node.restart_calls == 3
 
 
 def test_a_sigterm_during_a_transaction_leaves_its_journal_and_the_next_start_finishes_it(
@@ -208,9 +108,8 @@ def test_a_sigterm_during_a_transaction_leaves_its_journal_and_the_next_start_fi
     node.hold.write_text("")
     agent = AgentProcess(node)
     deadline = time.monotonic() + 60
-    while node.restarts == 0 and time.monotonic() < deadline:
+    while node.restart_calls == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert node.restarts == 1
     code, said = agent.terminate()
     assert code == 0 and "during a transaction: its journal stays" in said, said
     assert (node.root / JOURNAL).exists()
@@ -219,8 +118,28 @@ def test_a_sigterm_during_a_transaction_leaves_its_journal_and_the_next_start_fi
     assert again.wait_for("pass:").startswith("pass: ready"), "\n".join(again.lines)
     assert any("pending transaction finished" in line for line in again.lines), again.lines
     assert not (node.root / JOURNAL).exists()
-    assert node.restarts == 2
+    assert node.restarts == 1  # the stopped agent's restart never ran; the finishing one did
     again.terminate()
+
+
+def test_the_undo_jobs_command_gives_back_the_original_config(node):
+    """After the agent configured the node and was stopped (the DaemonSet deleted), the undo
+    Job's command, read from deploy/kubernetes/undo-job.yaml with the tree as its ``/host``,
+    gives back the config's original bytes and takes gpuready's own files away."""
+    before = sorted(path.name for path in node.config.parent.iterdir())
+    agent = AgentProcess(node)
+    assert agent.wait_for("pass:").startswith("pass: ready"), "\n".join(agent.lines)
+    assert agent.terminate()[0] == 0
+    assert node.config.read_bytes() != node.original
+    job = yaml.safe_load((REPO / "deploy/kubernetes/undo-job.yaml").read_text())
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    argv = [str(node.root) if arg == "/host" else arg
+            for arg in (*container["command"], *container["args"])]
+    assert argv[:2] == ["gpuready", "unconfigure"], argv
+    undone = run_cli(*argv[1:])
+    assert undone.code == 0, undone.out + undone.err
+    assert node.config.read_bytes() == node.original
+    assert sorted(path.name for path in node.config.parent.iterdir()) == before
 
 
 @pytest.mark.parametrize(("settings", "said"), [
@@ -342,11 +261,11 @@ def test_an_owner_not_to_fight_is_reported_not_edited(tmp_path, marker, force, o
     work.mkdir()
     made = Node(root, work, daemon=None)
     write_settings(made, force=force, restart={"method": "command", "command": [
-        sys.executable, "-c", f"open({str(made.count_file)!r}, 'a').write('x')"]})
+        sys.executable, "-c", f"open({str(made.calls_file)!r}, 'a').write('x')"]})
     agent = AgentProcess(made)
     line = agent.wait_for("pass:")
     assert line.startswith("pass: reported") and "not edited" in line, line
-    assert config.read_text() == text and made.restarts == 0
+    assert config.read_text() == text and made.restart_calls == 0
     assert made.features()["gpuready.io/runtime.nvidia"] == "reported"
     assert made.features()["gpuready.io/owner"] == owner
     assert agent.get("/readyz")[0] == 503

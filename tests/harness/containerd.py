@@ -83,13 +83,17 @@ def lab_config(
 
 
 class Containerd:
-    """One containerd process on a config in ``folder``; stop() ends it and its shims by pid."""
+    """One containerd process on a config in ``folder``; stop() ends it and its shims by pid.
 
-    def __init__(self, config_text: str, folder: Path, *, binary: str = "containerd") -> None:
+    ``config_path`` and ``socket``: where the config is written and the socket appears, when
+    not in ``folder`` (a node tree's own paths)."""
+
+    def __init__(self, config_text: str, folder: Path, *, binary: str = "containerd",
+                 config_path: Path | None = None, socket: Path | None = None) -> None:
         self.folder = folder
-        self.config_path = folder / "config.toml"
+        self.config_path = config_path or folder / "config.toml"
         self.config_path.write_text(config_text)
-        self.socket = folder / "c.sock"
+        self.socket = socket or folder / "c.sock"
         self.log_path = folder / "containerd.log"
         self.binary = binary
         self.process: subprocess.Popen | None = None

@@ -3,7 +3,9 @@
 The daemon's pid lives in ``folder/pid``; :attr:`RestartableContainerd.restart_command` is a shell
 command (for gpuready's ``--restart-command``) that stops that daemon, waits until it is gone and
 starts a new one on the same folder and config file, detached. These test machines do not run
-systemd as PID 1, so this is how a test restarts containerd through gpuready.
+systemd as PID 1, so this is how a test restarts containerd through gpuready. A subclass may
+run the script through a prefix (``nsenter`` into a mount namespace) and name the config as the
+daemon sees it there (tests/harness/namespaced.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ BOOTED = "containerd successfully booted"
 RESTART_SCRIPT = """\
 import os, signal, subprocess, sys, time
 
-folder, binary = sys.argv[1], sys.argv[2]
+folder, config, binary = sys.argv[1], sys.argv[2], sys.argv[3]
 pidfile = os.path.join(folder, "pid")
 
 
@@ -50,7 +52,7 @@ if os.path.exists(pidfile):
         os.kill(pid, signal.SIGKILL)
 log = open(os.path.join(folder, "containerd.log"), "ab")
 process = subprocess.Popen(
-    [binary, "--config", os.path.join(folder, "config.toml")],
+    [binary, "--config", config],
     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
 )
 with open(pidfile, "w") as handle:
@@ -59,19 +61,28 @@ with open(pidfile, "w") as handle:
 
 
 class RestartableContainerd(Containerd):
-    """A :class:`Containerd` started and restarted by a script, its pid kept in a file."""
+    """A :class:`Containerd` started and restarted by a script, its pid kept in a file.
 
-    def __init__(self, config_text: str, folder: Path, *, binary: str = "containerd") -> None:
-        super().__init__(config_text, folder, binary=binary)
+    ``enter``: the argv the script runs under (``nsenter ... --``: the daemon starts in that
+    namespace); ``config_argument``: the config's path as the daemon is given it there."""
+
+    def __init__(self, config_text: str, folder: Path, *, binary: str = "containerd",
+                 config_path: Path | None = None, socket: Path | None = None,
+                 enter: tuple[str, ...] = (), config_argument: str | None = None) -> None:
+        super().__init__(config_text, folder, binary=binary, config_path=config_path,
+                         socket=socket)
         self.script = folder / "restart.py"
         self.script.write_text(RESTART_SCRIPT % {"stop": STOP_TIMEOUT})
         self.pid_file = folder / "pid"
+        self.enter = enter
+        self.config_argument = config_argument or str(self.config_path)
 
     @property
     def restart_command(self) -> str:
         """The shell command that restarts this daemon (what systemctl would do on a node)."""
-        return " ".join(shlex.quote(part) for part in
-                        (sys.executable, str(self.script), str(self.folder), self.binary))
+        return " ".join(shlex.quote(part) for part in (
+            *self.enter, sys.executable, str(self.script), str(self.folder),
+            self.config_argument, self.binary))
 
     @property
     def pid(self) -> int | None:

@@ -615,7 +615,20 @@ def finish_pending(
         options = _pending_options(found, override)
         outcome = Outcome([])
         verdict, detail = _settle(node, found, options, outcome, keeper=keeper, host=host)
+        if verdict != "not finished":
+            _remove_killed_temporaries(view, paths)
     return Finished(txn.journal_path(config), outcome, verdict, detail)
+
+
+def _remove_killed_temporaries(view, paths: list[Path]) -> None:
+    """The temporary files the killed run left beside the transaction's files: a run killed
+    between swapping a file in and removing the old one leaves the old one under a temporary
+    name, and a finish that keeps the written file writes nothing there that would remove it
+    (only the writer's next write of that file does: :func:`gpuready.fsio.apply_plan`)."""
+    from gpuready.fsio import remove_stale_temporaries
+
+    for path in paths:
+        remove_stale_temporaries(path, node=view)
 
 
 def _pending_options(found: txn.Journal,
