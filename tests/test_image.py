@@ -27,7 +27,7 @@ import pytest
 import tomlkit
 import yaml
 
-from tests.agent_support import AgentProcess, feature_labels
+from tests.harness.agent import RunningAgent, feature_labels
 from tests.harness.containerd import Containerd, lab_config, short_tempdir
 from tests.harness.processes import remove_folder
 from tests.harness.restart_channel import RestartChannel
@@ -324,7 +324,7 @@ def ctr_mount(source: Path | str, target: str, *, read_only: bool) -> list[str]:
     return ["--mount", f"type=bind,src={source},dst={target},options={options}"]
 
 
-def agent_in_the_image(daemon: Containerd, node: ImageNode) -> AgentProcess:
+def agent_in_the_image(daemon: Containerd, node: ImageNode) -> RunningAgent:
     """``ctr run`` of the image with the DaemonSet's command, arguments and mounts: each node
     path from the tree at its /host/<path> (shallowest first, as the kubelet orders them), the
     settings folder at the ConfigMap's mountPath; plus what the DaemonSet lacks: the host's
@@ -344,7 +344,7 @@ def agent_in_the_image(daemon: Containerd, node: ImageNode) -> AgentProcess:
     mounts += ctr_mount(node.channel, RestartChannel.MOUNTED_AT, read_only=False)
     name = f"gpuready-agent-{next(RUN_IDS)}"
     base = ["ctr", "--address", str(daemon.socket), "-n", "k8s.io"]
-    return AgentProcess(
+    return RunningAgent(
         [*base, "run", "--rm", "--net-host", *mounts, IMAGE, name, *container["command"], *args],
         stop=lambda: ctr(daemon, "task", "kill", name))  # SIGTERM, as the kubelet stops a pod
 

@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -87,10 +87,7 @@ class Node:
 
     def features(self) -> dict[str, str]:
         """The labels in NFD's feature file."""
-        path = self.root / FEATURES
-        if not path.exists():
-            return {}
-        return dict(line.split("=", 1) for line in path.read_text().splitlines())
+        return feature_labels(self.root)
 
     def restarter(self) -> dict:
         """The settings' ``restart``: :data:`RESTARTER` around the daemon's restart."""
@@ -144,21 +141,28 @@ def live_node(work: Path) -> Iterator[Node]:
         subprocess.run(["rm", "-rf", str(root)], check=False)
 
 
-class AgentProcess:
-    """``gpuready agent`` started as the DaemonSet starts it, its output read line by line.
+def feature_labels(root: Path) -> dict[str, str]:
+    """The labels in NFD's feature file of the node tree ``root``."""
+    path = root / FEATURES
+    if not path.exists():
+        return {}
+    return dict(line.split("=", 1) for line in path.read_text().splitlines())
 
-    ``runner``: a Python file that runs gpuready (``runpy``) after setting something up in the
-    child, such as an audit hook; ``env``: more environment for it."""
 
-    def __init__(self, node: Node, *, runner: Path | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        environment = dict(os.environ, PYTHONPATH=str(REPO / "src"), **(env or {}))
-        start = [str(runner)] if runner else ["-m", "gpuready"]
-        self.process = subprocess.Popen(
-            [sys.executable, *start, "agent", "--root", str(node.root),
-             "--settings", str(node.settings), "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=environment)
-        node.agents.append(self.process)
+class RunningAgent:
+    """The process ``argv`` starts (the agent, or ``ctr run`` of its image), its output read
+    line by line; its first line names the URL the agent serves. ``stop`` sends the agent its
+    SIGTERM (the process's own by default); ``started`` is told of the process before anything
+    is read from it (so a fixture can kill what a failed test left)."""
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None,
+                 stop: Callable[[], object] | None = None,
+                 started: Callable[[subprocess.Popen], object] | None = None) -> None:
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                        text=True, env=env)
+        if started is not None:
+            started(self.process)
+        self.stop = stop or (lambda: self.process.send_signal(signal.SIGTERM))
         # read by a thread: a select() on the pipe misses the lines its reader has buffered
         self._said: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -217,8 +221,9 @@ class AgentProcess:
                     if line.startswith("gpuready_restarts_total "))
 
     def terminate(self) -> tuple[int, str]:
-        """SIGTERM, as the kubelet stops the pod: the exit status and everything it said."""
-        self.process.send_signal(signal.SIGTERM)
+        """SIGTERM (through ``stop``), as the kubelet stops the pod: the exit status and
+        everything it said."""
+        self.stop()
         self.process.wait(timeout=60)
         return self.process.returncode, self._rest()
 
@@ -233,3 +238,18 @@ class AgentProcess:
         said = self._rest()
         assert self.process.returncode == -signal.SIGKILL, said
         return said
+
+
+class AgentProcess(RunningAgent):
+    """``gpuready agent`` started as the DaemonSet starts it, on ``node``.
+
+    ``runner``: a Python file that runs gpuready (``runpy``) after setting something up in the
+    child, such as an audit hook; ``env``: more environment for it."""
+
+    def __init__(self, node: Node, *, runner: Path | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        environment = dict(os.environ, PYTHONPATH=str(REPO / "src"), **(env or {}))
+        start = [str(runner)] if runner else ["-m", "gpuready"]
+        super().__init__([sys.executable, *start, "agent", "--root", str(node.root),
+                          "--settings", str(node.settings), "--listen", "127.0.0.1:0"],
+                         env=environment, started=node.agents.append)
