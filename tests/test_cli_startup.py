@@ -297,3 +297,29 @@ def test_each_benchmarked_command_imports_only_its_listed_modules(benchmark_inpu
         f"{command} imports modules outside its list: {sorted(loaded - allowed)}")
     assert not allowed - loaded, (
         f"{command} no longer imports {sorted(allowed - loaded)}: take them off its list")
+
+
+COLLECTOR = """
+import atexit, gc, runpy, sys
+sys.path.insert(0, {src!r})
+atexit.register(lambda: print("collector on" if gc.isenabled() else "collector off",
+                              file=sys.stderr))
+sys.argv = ["gpuready", *{argv!r}]
+runpy.run_module("gpuready", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["check", "--root", "{root}"], "collector off"),
+    (["audit", "{root}"], "collector on"),
+])
+def test_only_a_command_whose_work_is_unbounded_collects_cyclic_garbage(tmp_path, argv, said):
+    """A short run leaves the cyclic collector off (its passes over what the imports made cost
+    a tenth of a ``check``); ``audit`` of a fleet and the agent turn it back on."""
+    (tmp_path / "etc" / "containerd").mkdir(parents=True)
+    (tmp_path / "etc" / "containerd" / "config.toml").write_text(
+        (REPO / "tests" / "data" / "lab-base-registered.toml").read_text())
+    argv = [word.format(root=tmp_path) for word in argv]
+    script = COLLECTOR.format(src=str(REPO / "src"), argv=argv)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert said in result.stderr.splitlines()[-1], result.stderr

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 
 class Command:
-    """One sub-command of ``gpuready``: its name, its module, its one-line summary."""
+    """One sub-command of ``gpuready``: its name, its module, its one-line summary, and whether
+    its work is unbounded (``lasting``: a fleet, a watch), so that it collects cyclic garbage
+    as it goes; the others run with the collector off (:func:`gpuready.cli.main.entrypoint`)."""
 
-    __slots__ = ("module", "name", "summary")
+    __slots__ = ("lasting", "module", "name", "summary")
 
-    def __init__(self, name: str, module: str, summary: str) -> None:
-        self.name, self.module, self.summary = name, module, summary
+    def __init__(self, name: str, module: str, summary: str, *, lasting: bool = False) -> None:
+        self.name, self.module, self.summary, self.lasting = name, module, summary, lasting
 
 
 COMMANDS: tuple[Command, ...] = (
@@ -34,14 +36,15 @@ COMMANDS: tuple[Command, ...] = (
     Command("doctor", "gpuready.cli.cmd_doctor",
             "check a whole node (config, imports, RuntimeClass, CDI)"),
     Command("audit", "gpuready.cli.cmd_audit",
-            "check many nodes' fetched files in parallel and summarise"),
+            "check many nodes' fetched files in parallel and summarise", lasting=True),
     Command("rules", "gpuready.cli.cmd_rules", "list or explain the rules"),
     Command("cdi", "gpuready.cli.cmd_cdi",
             "validate, generate and list CDI specs (no GPU needed)"),
     Command("verify", "gpuready.cli.cmd_verify",
             "prove that the running containerd serves the GPU runtime handler"),
     Command("agent", "gpuready.cli.cmd_agent",
-            "keep a node configured and verified from a DaemonSet pod, with health and labels"),
+            "keep a node configured and verified from a DaemonSet pod, with health and labels",
+            lasting=True),
 )
 
 BY_NAME = {command.name: command for command in COMMANDS}
