@@ -318,3 +318,23 @@ def test_hostile_template_is_refused_quickly_and_untouched(tmp_path):
     assert time.monotonic() - started < 20
     assert result.code == 2 and f"{template}:2:1: Go template action" in result.err
     assert snapshot(root) == before
+
+
+@pytest.mark.parametrize("fixture", sorted(CASES))
+@pytest.mark.parametrize("force", [False, True])
+def test_the_file_configure_locks_is_the_file_its_plan_edits(fixture, force, tmp_path):
+    """configure locks the owner's file before it plans (under the lock): the file found
+    without planning is the one the plan then edits, for every owner, with and without
+    --force (kubespray's and the GPU Operator's nodes are edited only with it)."""
+    from gpuready.containerd.configure import ConfigureRequest
+    from gpuready.containerd.register import RuntimeRequest
+    from gpuready.node import Node
+    from gpuready.owners.configure import plan_for_owner, target_for_owner
+    from gpuready.owners.detect import detect
+
+    root = Node(node(tmp_path, fixture))
+    detection = detect(root)
+    request = ConfigureRequest(RuntimeRequest())
+    planned = plan_for_owner(detection, node=root, request=request, force=force)
+    assert target_for_owner(detection, node=root, request=request, force=force) == \
+        planned.target

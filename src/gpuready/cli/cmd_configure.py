@@ -234,7 +234,7 @@ def run_for_owner(request: requests.Configure, change) -> int:
     from gpuready.cli import daytwo
     from gpuready.fsio import backup_path, locked
     from gpuready.node import Node
-    from gpuready.owners.configure import plan_for_owner
+    from gpuready.owners.configure import target_for_owner
     from gpuready.workflow.daytwo import NodeConfig, write
     from gpuready.workflow.owner_change import plan_owner_change
 
@@ -247,10 +247,10 @@ def run_for_owner(request: requests.Configure, change) -> int:
                                  config=Path(request.config) if request.config else None,
                                  containerd_version=request.containerd_version)
 
-    # the file to lock, from the owner's plan alone (the gate's verdicts come under the lock)
-    first = plan_for_owner(detection, node=node, request=change, force=request.force,
-                           config=Path(request.config) if request.config else None)
-    with locked(first.target, node=node):  # plan again under the lock: it may have changed
+    # the file to lock (the plan and the gate's verdicts come under the lock)
+    to_lock = target_for_owner(detection, node=node, request=change, force=request.force,
+                               config=Path(request.config) if request.config else None)
+    with locked(to_lock, node=node):
         planned = plan()
         owned, plans, repairs = planned.owned, planned.plans, planned.repairs
         target = NodeConfig(owned.target, node.root, major=1)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -94,6 +93,8 @@ def staged(
     gpuready resolves them (inside the root), so no copy reaches a file outside the folder. The
     folder is removed afterwards.
     """
+    import tempfile  # only a pre-flight through containerd's binary stages the files
+
     with tempfile.TemporaryDirectory(prefix="gpuready-stage-") as folder:
         stage = Stage(Path(folder), root)
         texts: dict[Path, str] = {}

@@ -80,6 +80,22 @@ def plan_for_owner(
     return planner()
 
 
+def target_for_owner(detection: Detection, *, node: Node, request: ConfigureRequest,
+                     force: bool = False, config: Path | None = None) -> Path:
+    """The file :func:`plan_for_owner` edits (its ``target``), found without planning the edit
+    where the owner edits a file it names (a config in place, MicroK8s's template): what a
+    writer locks before it plans under the lock."""
+    owner = detection.owner
+    if config is not None:
+        return config
+    if owner.edit is EditKind.IN_PLACE or (
+            force and owner.edit in (EditKind.INVENTORY, EditKind.OPERATOR)):
+        return node.path(owner.config)
+    if owner.edit is EditKind.TEMPLATE_FILE:
+        return node.path(owner.edit_paths[0])
+    return plan_for_owner(detection, node=node, request=request, force=force).target
+
+
 def _explicit_config_notes(owner: Owner, config: Path, node: Node) -> tuple[str, ...]:
     if owner.owns_runtime_config or config != node.path(owner.config):
         return ()
