@@ -328,12 +328,15 @@ def _compare_mig(node: Node, spec: dict[str, Any], found: Staleness) -> None:
 def read_decoded(node: Node, file: Path) -> dict[str, Any] | None:
     """The spec at ``file`` decoded as the loader decodes it; None when it cannot be read."""
     from gpuready.cdi.document import parse_spec_text
-    from gpuready.cdi.validate import decode_spec
+    from gpuready.cdi.validate import decode_spec, recent_spec
 
     try:
         text = node.read_text(file, kind=FileKind.CDI_SPEC)
     except InputError:
         return None
+    decoded = recent_spec(text, as_json=file.suffix == ".json")
+    if decoded is not None:  # the scan of this run decoded it a moment ago
+        return decoded
     document = parse_spec_text(text, file)
     if document.data is None:
         return None
