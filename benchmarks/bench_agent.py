@@ -109,7 +109,7 @@ def main() -> None:
 
         node.config.write_bytes(node.original)  # an owner rewrites the config
         written = time.perf_counter()
-        agent.next_line()
+        agent.wait_for(str(node.config))  # its judgement: the plan line naming the file
         judged = time.perf_counter() - written
         agent.wait_for("pass:")
         repaired = time.perf_counter() - written
