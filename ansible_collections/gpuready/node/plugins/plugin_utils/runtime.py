@@ -161,7 +161,7 @@ class RuntimeChange:
             plans = keep_default_runtime(plans, guard, beside=request.runtime.name)
         # The node's names in the texts first: the record keeps the SHA-256 of what is written.
         plans = [plan._replace(before=self.to_node_text(plan.before),
-                         after=self.to_node_text(plan.after)) for plan in plans]
+                               after=self.to_node_text(plan.after)) for plan in plans]
         record = plan_record(node, plans, request=request, drop_in=drop_in,
                              folders=drop_in is not None)
         return Change([*plans, record], self.config)
@@ -230,7 +230,7 @@ class RuntimeChange:
             if not plan.changes:
                 continue
             shown = plan._replace(before=self.record_text(plan.before),
-                            after=self.record_text(plan.after)) if is_record(plan) else plan
+                                  after=self.record_text(plan.after)) if is_record(plan) else plan
             self.mirror.push(shown, backup=not is_record(plan))
             self.keep_local(plan.path, plan.after)  # the copy stays the node's (verify reads it)
             written.append(shown)
