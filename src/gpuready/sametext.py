@@ -56,3 +56,26 @@ def put(table: str, key: Hashable, result: Any, *, size: int) -> None:
         used[0] = 0
     kept[key] = result
     used[0] += size
+
+
+class Recent:
+    """The last few results computed from texts, kept whether or not sharing is on: one command
+    reads the same file several times (a config for its plan, the gate's before and after, the
+    verdict; a CDI spec for its problems and its staleness), and each text is worked on once.
+    A handful (``limit``), the oldest forgotten first, so a fleet of distinct texts keeps next
+    to nothing alive. Kept results are only read, never changed."""
+
+    def __init__(self, limit: int = 4) -> None:
+        self._kept: dict[Hashable, Any] = {}
+        self._limit = limit
+
+    def get(self, key: Hashable) -> Any:
+        """The result kept for ``key`` (a text, or a tuple with the text), else None."""
+        return self._kept.get(key)
+
+    def put(self, key: Hashable, result: Any) -> None:
+        """Keep ``result`` for ``key``, forgetting the oldest at the limit."""
+        if len(self._kept) >= self._limit:
+            del self._kept[next(iter(self._kept))]
+        self._kept[key] = result
+

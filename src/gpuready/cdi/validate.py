@@ -317,24 +317,15 @@ class Scan(MutableRecord):
         return [problem for spec in self.specs for problem in spec.problems]
 
 
-# The decoded specs of the last texts without a problem: one run reads a node's spec for its
-# problems and again for its staleness (:func:`gpuready.cdi.staleness.read_decoded`), and
-# decodes it once. A handful, so a fleet of distinct specs keeps next to nothing alive; the
-# specs kept are only read.
-_RECENT_SPECS: dict[tuple[str, bool], dict[str, Any]] = {}
-_RECENT_SPECS_LIMIT = 4
+# The decoded specs of the last texts without a problem: a run reads a node's spec for its
+# problems and again for its staleness (:func:`gpuready.cdi.staleness.read_decoded`).
+_RECENT_SPECS = sametext.Recent()
 
 
 def recent_spec(text: str, *, as_json: bool) -> dict[str, Any] | None:
     """The decoded spec :func:`load_spec` made a moment ago from ``text`` (read as JSON or
     YAML) when it had not a single problem; None otherwise."""
     return _RECENT_SPECS.get((text, as_json))
-
-
-def _remember_spec(key: tuple[str, bool], spec: dict[str, Any]) -> None:
-    if len(_RECENT_SPECS) >= _RECENT_SPECS_LIMIT:
-        del _RECENT_SPECS[next(iter(_RECENT_SPECS))]
-    _RECENT_SPECS[key] = spec
 
 
 def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
@@ -365,7 +356,7 @@ def load_spec(path: Path, *, node: Node = HOST) -> SpecFile:
         sametext.put("cdi-spec", key, (found.kind, tuple(found.devices), found.version),
                      size=len(text))
         if spec is not None:
-            _remember_spec(key, spec)
+            _RECENT_SPECS.put(key, spec)
     return found
 
 

@@ -30,11 +30,8 @@ from gpuready.textfile import without_bom
 # forgotten whole at the limit (a text then waits for a third sighting).
 _SEEN_ONCE: set[int] = set()
 _SEEN_ONCE_LIMIT = 65536
-# The last texts parsed, kept whether or not sharing is on: one command reads the same config
-# several times (its plan, the gate's before and after, the final verdict), and each text is
-# parsed once. A handful, so a fleet of distinct texts keeps next to nothing alive.
-_RECENT: dict[str, ParsedText] = {}
-_RECENT_LIMIT = 4
+# The last texts parsed: one command parses each config text once.
+_RECENT = sametext.Recent()
 
 
 class Options:
@@ -123,9 +120,7 @@ class FileContext:
         except tomllib.TOMLDecodeError as error:
             self.syntax_error = toml_error(str(error), self.text, self.display)
             return ParsedText(self.text, None)
-        if len(_RECENT) >= _RECENT_LIMIT:
-            del _RECENT[next(iter(_RECENT))]
-        _RECENT[self.text] = parsed
+        _RECENT.put(self.text, parsed)
         seen = hash(self.text)
         if seen in _SEEN_ONCE:
             sametext.put("toml", self.text, parsed, size=len(self.text))
