@@ -240,9 +240,8 @@ NODE_VERDICT = FILE_RULES | {
     "kubernetes.runtimeclass", "owners", "owners.detect", "owners.state", "owners.table", "plan",
     "rules.cdi_node", "rules.gpu_paths", "rules.node", "rules.ownership", "workflow",
     "workflow.journal", "yamlfile"}
-ENGINE_DETECTION = {"engines", "engines.containerd_facts", "engines.crio", "engines.crio.facts",
-                    "engines.detection", "engines.docker", "engines.docker.facts",
-                    "engines.facts"}
+# A node with containerd on it: Docker's and CRI-O's facts are never looked at.
+ENGINE_DETECTION = {"engines", "engines.containerd_facts", "engines.detection", "engines.facts"}
 CONFIGURE = ENGINE_DETECTION | {
     "atfile", "changeset", "cli.cmd_configure", "cli.daytwo", "cli.report",
     "containerd.configure", "containerd.default_runtime", "containerd.edit",
@@ -258,7 +257,7 @@ ALLOWED_MODULES = {
     "doctor": NODE_VERDICT | ENGINE_DETECTION | {"cli.cmd_doctor", "cli.cmd_lint", "reporting",
                                                  "reporting.text", "rules.transaction"},
     "configure, configured node": CONFIGURE,
-    "configure, first edit": CONFIGURE | {"containerd.dump"},
+    "configure, first edit": CONFIGURE,
 }
 
 

@@ -156,3 +156,11 @@ def test_lint_cli_exit_code_for_a_version_4_grpc_table(tmp_path, capsys, monkeyp
                      str(path))
     assert result.code == 1
     assert [p["rule"] for p in json.loads(result.out)["problems"]] == ["moved-key"]
+
+
+def test_the_recorded_defaults_read_as_json_say_what_their_toml_says():
+    result = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "generate_default_data.py"), "--check"],
+        env={"PYTHONPATH": str(REPO / "src")}, capture_output=True, text=True,
+    )
+    assert result.returncode == 0, result.stderr

@@ -47,3 +47,33 @@ def test_nothing_is_kept_outside_an_audit(tmp_path: Path) -> None:
     shutil.copyfile(CONFIGS[0], root / "etc" / "containerd" / "config.toml")
     doctor(options=Options(root=root), selected=selection(select=None, ignore=None), probe=False)
     assert sametext.get("toml", without_bom(CONFIGS[0].read_text())) is None
+
+
+def _fresh_node(root: Path) -> Path:
+    (root / "etc" / "containerd").mkdir(parents=True)
+    default = REPO / "tests" / "data" / "containerd" / "containerd-1.7.34-default.toml"
+    shutil.copyfile(default, root / "etc" / "containerd" / "config.toml")
+    return root
+
+
+def test_a_first_edit_parses_each_config_text_once(tmp_path: Path, capsys, monkeypatch) -> None:
+    """Planning, verifying, recording and judging an edit all read the same two texts (the
+    file, the file as it would be): each is parsed once, whoever asks."""
+    from gpuready.cli import main
+    from gpuready.containerd import document
+
+    monkeypatch.setattr(document, "_RECENT_PARSES", sametext.Recent())  # nothing from before
+    parsed: list[str] = []
+    real_loads = tomllib.loads
+
+    def counting_loads(text: str, **options):
+        parsed.append(text)
+        return real_loads(text, **options)
+
+    monkeypatch.setattr(document.tomllib, "loads", counting_loads)
+    root = _fresh_node(tmp_path / "node")
+    code = main.run(["configure", "--dry-run", "--root", str(root), "--containerd-version", "1.7"])
+    assert code == 0, capsys.readouterr()
+    assert "runtimes.nvidia]" in capsys.readouterr().out  # an edit was planned and shown
+    repeated = [text[:60] for text in set(parsed) if parsed.count(text) > 1]
+    assert repeated == [], f"{len(parsed)} parses of {len(set(parsed))} texts"

@@ -11,6 +11,18 @@ from pathlib import Path
 from gpuready.errors import InputError
 
 
+def sha256(content: str | bytes | None) -> str | None:
+    """The SHA-256 of a file's text or bytes, in hex (None for a file that does not exist)."""
+    if content is None:
+        return None
+    # imported here: hashlib loads OpenSSL (about 2 ms), which only a run that records or
+    # compares a file's contents needs, never a lint or a check
+    import hashlib
+
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    return hashlib.sha256(data).hexdigest()
+
+
 def decode(raw: bytes, path: Path | str) -> str:
     """UTF-8 text, refusing NUL bytes (a binary file) and invalid UTF-8 with the byte's place."""
     encoding = _other_unicode(raw)

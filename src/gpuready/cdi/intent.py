@@ -17,7 +17,6 @@ inventory file is kept as an absolute path: the node's own path when it lies ins
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
 from gpuready.records import Record
+from gpuready.textfile import sha256
 
 INTENT_SUFFIX = ".gpuready.intent"
 INTENT_FORMAT = 1
@@ -37,11 +37,6 @@ MAX_GPUS = 255  # as ``--gpus`` takes it (/dev/nvidia255 is nvidiactl)
 # (setup's): one planned GPU, a placeholder, not a fact about the node
 PLACEHOLDER_SOURCE = "placeholder: no GPU detected"
 INTENT_WHAT = "CDI intent record"
-
-
-def sha256(text: str | None) -> str | None:
-    """The SHA-256 of ``text`` (None for None)."""
-    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def intent_path(spec: Path) -> Path:

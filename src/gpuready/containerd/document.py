@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from gpuready import sametext
 from gpuready.compat import tomllib
 from gpuready.errors import InputError
 from gpuready.node import HOST, FileKind, Node
@@ -77,6 +78,13 @@ def nesting_error(text: str, path: Path | str) -> InputError | None:
     return None
 
 
+# The texts parsed a moment ago, within the bounds, and their data: one command meets the same
+# text several times (a plan's before and after, its verification, the gate's verdict, the
+# record of what changed) and parses it once. Only read, never changed: whoever edits data
+# copies it first. A text that failed is not kept: its error names the file it was read from.
+_RECENT_PARSES = sametext.Recent()
+
+
 def loads_bounded(text: str, path: Path | str) -> dict[str, Any]:
     """``tomllib.loads`` that refuses what :func:`nesting_error` and :func:`bounds_error`
     refuse, with the same errors.
@@ -89,6 +97,9 @@ def loads_bounded(text: str, path: Path | str) -> dict[str, Any]:
     brackets (a table header's brackets nest two deep at most), so shallow data proves the
     brackets shallow.
     """
+    kept = _RECENT_PARSES.get(text)
+    if kept is not None:
+        return kept
     too_large = bounds_error(text, path)
     if too_large is not None:
         raise too_large
@@ -106,6 +117,7 @@ def loads_bounded(text: str, path: Path | str) -> dict[str, Any]:
         raise nesting_error(text, path) or InputError(
             path, f"invalid TOML: tables and keys nested deeper than {MAX_TOML_DEPTH} levels; "
             "refused")
+    _RECENT_PARSES.put(text, data)
     return data
 
 

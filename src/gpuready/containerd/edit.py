@@ -29,8 +29,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpuready.compat import tomllib
+from gpuready.containerd.document import loads_bounded
 from gpuready.containerd.layout import Entry, Header, Layout, array_items, scan
 from gpuready.containerd.versions import KeyPath, render_key_path
+from gpuready.errors import InputError
 from gpuready.records import Record
 
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -130,7 +132,7 @@ def remove_items(text: str, path: KeyPath, unwanted: frozenset[str]) -> Edit:
         node = node[key]
     node[path[-1]] = [item for item in node[path[-1]] if item not in unwanted]
     edit = Edit(text)
-    if not _same(tomllib.loads(text), expected):
+    if not _same(_parse(text), expected):
         raise UneditableTableError(f"removing from {render_key_path(path)} would change more")
     return edit
 
@@ -451,7 +453,9 @@ def render_inline(values: Mapping[str, Any], *, literal: bool) -> str:
 
 
 def _parse(text: str) -> dict[str, Any]:
-    return tomllib.loads(text)
+    """The data of ``text`` (shared with the other readers of the same text: copied before any
+    change)."""
+    return loads_bounded(text, "<edited text>")
 
 
 def _is_table(data: Mapping, path: KeyPath) -> bool:
@@ -492,8 +496,8 @@ def _verify(before: str, data: dict, edit: Edit, path: KeyPath, value: Any) -> N
         node = node.setdefault(key, {})
     node[path[-1]] = copy.deepcopy(value) if not isinstance(value, Mapping) else _plain(value)
     try:
-        result = tomllib.loads(edit.text)
-    except tomllib.TOMLDecodeError as error:
+        result = _parse(edit.text)
+    except (tomllib.TOMLDecodeError, InputError) as error:
         raise UneditableTableError(
             f"adding {render_key_path(path)} here would not be valid TOML ({error})"
         ) from None

@@ -285,13 +285,14 @@ def _current(main: Path, node, line: NodeLine) -> Loaded | None:
 def _installed_dump(guard: Guard, candidates: Mapping[Path, str | None]):
     """``(now, then)`` as this machine's containerd dumps them, when the node is this machine
     and its containerd told the line; None otherwise."""
-    from gpuready.containerd.dump import config_dumps
     from gpuready.node import Node
 
     if guard.line.source != "containerd --version" or not Node(guard.root).is_host:
         return None
     if not Path(guard.main).is_file():
         return None
+    from gpuready.containerd.dump import config_dumps  # subprocess: only when it will run
+
     now, then = config_dumps(guard.main, root=guard.root, candidate_sets=[{}, candidates])
     if isinstance(now, GpureadyError):
         return None  # containerd refuses the files as they are: the model judges the change

@@ -216,10 +216,12 @@ def file_version(text: str | None) -> int:
     """The ``version`` of a config text (1 when it has none, or is no TOML yet: its own error
     comes where it is read)."""
     from gpuready.compat import tomllib
+    from gpuready.containerd.document import loads_bounded
+    from gpuready.errors import InputError
 
     try:
-        return _version(tomllib.loads(text)) if text else 1
-    except tomllib.TOMLDecodeError:
+        return _version(loads_bounded(text, "<config>")) if text else 1
+    except (tomllib.TOMLDecodeError, InputError):
         return 1
 
 

@@ -55,7 +55,6 @@ operator made is never in the list, and one that holds anything else stays.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
@@ -71,6 +70,7 @@ from gpuready.errors import InputError
 from gpuready.node import FileKind, Node
 from gpuready.paths import BACKUP_SUFFIX
 from gpuready.plan import Plan
+from gpuready.textfile import sha256
 
 RECORD_SUFFIX = ".gpuready.json"
 FORMAT = 2
@@ -97,11 +97,6 @@ def is_bookkeeping(plan: Plan) -> bool:
     """True for gpuready's own files beside the config (the record, a backup): their changes
     are reported in one line each, without a diff."""
     return is_record(plan) or plan.path.name.endswith(BACKUP_SUFFIX)
-
-
-def sha256(text: str | None) -> str | None:
-    """The SHA-256 of a file's text (None for a file that does not exist)."""
-    return None if text is None else hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def load_record(main: Path, *, node: Node) -> dict[str, Any] | None:

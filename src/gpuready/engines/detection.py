@@ -34,7 +34,7 @@ def detect(root: Path) -> Detection:
     containerd wins whenever it shows (it is also what Docker runs on, and gpuready's default);
     Docker or CRI-O is chosen only when it is the only engine found. Nothing found: containerd.
     """
-    found = engines_found(root)
+    found = engines_found(root, stop_at="containerd")
     if "containerd" in found or not found:
         return Detection("containerd", tuple(found.get("containerd", ())))
     if len(found) > 1:
@@ -44,9 +44,10 @@ def detect(root: Path) -> Detection:
     return Detection(name, tuple(evidence))
 
 
-def engines_found(root: Path) -> dict[str, list[str]]:
+def engines_found(root: Path, *, stop_at: str | None = None) -> dict[str, list[str]]:
     """``{engine: [what on the node shows it]}`` for each engine whose config, socket or daemon
-    is on the node under ``root``."""
+    is on the node under ``root``; once engine ``stop_at`` is found, the others are not looked
+    for (nor their facts imported)."""
     from gpuready.node import Node
 
     node = Node(root)
@@ -57,4 +58,6 @@ def engines_found(root: Path) -> dict[str, list[str]]:
             path = node.path(mark)
             if node.exists(path):
                 found.setdefault(name, []).append(str(path))
+        if name == stop_at and name in found:
+            break
     return found

@@ -21,7 +21,6 @@ refused with the reason and nothing is touched.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from gpuready.node import Node
 from gpuready.paths import BACKUP_SUFFIX
 from gpuready.plan import Plan
 from gpuready.records import Record
+from gpuready.textfile import sha256
 
 JOURNAL_SUFFIX = ".gpuready.txn.json"
 KIND = "gpuready restart transaction"
@@ -106,7 +106,7 @@ def journal_path(config: Path) -> Path:
 
 def digest(data: bytes | None) -> str | None:
     """The sha256 of ``data`` in hex; None for a file that does not exist."""
-    return None if data is None else hashlib.sha256(data).hexdigest()
+    return sha256(data)
 
 
 def node_name(node: Node, path: Path) -> str:
