@@ -185,7 +185,9 @@ def find_driver(node: Node, driver_root: str = "/") -> Driver:
     version are taken, so a left-over older library is not mounted. The driver root is a root of
     its own (a driver container's file system): its absolute links stay inside it.
     """
-    base = Node(node.resolve(node.path(driver_root)))
+    # "/" is the node's own root: its memory of what each path is (inside Node.reading) serves
+    # the search too
+    base = node if driver_root == "/" else Node(node.resolve(node.path(driver_root)))
     version, folder = _driver_version(base)
     if version is None:
         return Driver()
@@ -199,7 +201,7 @@ def find_driver(node: Node, driver_root: str = "/") -> Driver:
 
 def _driver_version(base: Node) -> tuple[str | None, str]:
     for folder in LIBRARY_DIRS:
-        path = base.path(folder)
+        path = base.path_text(folder)
         if base.is_link(path) or not base.is_dir(path):
             continue  # /lib64 -> /usr/lib64 on merged-/usr systems: read it once
         versions = sorted((m.group(2) for m in map(VERSIONED.fullmatch, base.listdir(path))

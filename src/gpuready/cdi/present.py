@@ -14,7 +14,7 @@ from gpuready.node import Node
 SPEC_SUFFIXES = (".json", ".yaml")  # the files the CDI loader reads in a directory
 
 
-def spec_files_exist(node: Node, folders: Iterable[Path]) -> bool:
+def spec_files_exist(node: Node, folders: Iterable[Path | str]) -> bool:
     """True when any of ``folders`` (host paths) holds a ``*.json`` or ``*.yaml`` file, or is
     something the full scan must look at and report (not a folder, unreadable)."""
     for folder in folders:

@@ -83,8 +83,10 @@ def kubelet_endpoint(node: Node, detection: Detection) -> KubeletEndpoint | None
     owners = (detection.owner, *(owner for owner in OWNERS if owner is not detection.owner))
     for owner in owners:
         for node_path in owner.kubelet_flag_files:
+            if not node.is_file(node.path_text(node_path)):  # most are absent: no Path made
+                continue
             path = node.path(node_path)
-            value = _flag_endpoint(node, path) if node.is_file(path) else None
+            value = _flag_endpoint(node, path)
             if value:
                 return KubeletEndpoint(socket_path(value), path, "--container-runtime-endpoint")
     return None
@@ -95,7 +97,7 @@ def installations(node: Node) -> list[Installation]:
     found: dict[PurePosixPath, list[Owner]] = {}
     for owner in OWNERS:
         for binary in owner.binaries:
-            if node.lexists(node.path(binary)):
+            if node.lexists(node.path_text(binary)):
                 found.setdefault(binary, []).append(owner)
     return [Installation(binary, tuple(owners)) for binary, owners in found.items()]
 

@@ -23,10 +23,10 @@ def no_specs(ctx: NodeContext) -> bool:
     from gpuready.cdi.present import spec_files_exist
 
     node = ctx.options.node
-    folders = list(ctx.cdi_dirs) or [node.path(d) for d in CDI_DIRS]
+    folders = list(ctx.cdi_dirs) or [node.path_text(d) for d in CDI_DIRS]
     dirs = ctx.config.loaded.cri_table.get("cdi_spec_dirs") if ctx.config is not None else None
     if isinstance(dirs, list):
-        folders += [node.path(d) for d in dirs if isinstance(d, str) and d.startswith("/")]
+        folders += [node.path_text(d) for d in dirs if isinstance(d, str) and d.startswith("/")]
     return not spec_files_exist(node, folders)
 
 
@@ -224,10 +224,12 @@ class CdiSpecShadowed(Rule):
         from gpuready.cdi.story import is_nvidia_kind
 
         told = story(ctx)
-        order = " then ".join(str(ctx.options.node.node_path(d)) for d in told.dirs)
+        order = None
         for shadow in told.shadowed:
             if not is_nvidia_kind(shadow.spec.kind):
                 continue
+            if order is None:  # named in the message only: most nodes shadow nothing
+                order = " then ".join(str(ctx.options.node.node_path(d)) for d in told.dirs)
             winners = sorted(set(shadow.winners.values()))
             by = ", ".join(str(w) for w in winners)
             which = ("every device of this spec is" if shadow.whole else
