@@ -90,7 +90,7 @@ def _from_init(node: Node) -> SystemdFact:
     without running it: unknown.
     """
     for init in INIT_PATHS:
-        path = node.path(init)
+        path = node.path_text(init)
         try:
             if not node.is_link(path) or not node.is_file(path):
                 continue

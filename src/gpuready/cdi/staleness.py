@@ -58,6 +58,7 @@ GPU_DEVICE = re.compile(r"/dev/nvidia(\d+)")
 CAP_DEVICE = re.compile(r"/dev/nvidia-caps/nvidia-cap(\d+)")
 MIG_NAME = re.compile(r"(\d+):(\d+)")
 FIRMWARE = re.compile(r"/lib/firmware/nvidia/(\d+\.\d+(?:\.\d+)?)/")
+MODULE_VERSION_TEXT = re.compile(r"(\d+\.\d+(?:\.\d+)?)")
 PROC_VERSION_TEXT = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+\.\d+(?:\.\d+)?)")
 # Where a spec's GPUs came from (its intent record's ``detected.source``, as the generator's
 # NodeInventory.source says) when they were detected on the node rather than planned.
@@ -86,10 +87,10 @@ class NodeDriver(Record):
 def node_driver(node: Node) -> NodeDriver:
     """The node's driver as its files show it (see the module docstring for the order)."""
     evidence = []
-    proc = node.is_dir(node.path(PROC_DRIVER))
+    proc = node.is_dir(node.path_text(PROC_DRIVER))
     if proc:
         evidence.append(PROC_DRIVER)
-    if node.is_dir(node.path(SYS_MODULE)):
+    if node.is_dir(node.path_text(SYS_MODULE)):
         evidence.append(SYS_MODULE)
     library = facts.find_driver(node)  # the generator's own search of the library folders
     if library.version:
@@ -106,7 +107,7 @@ def node_driver(node: Node) -> NodeDriver:
 
 def _dev_nvidia(node: Node) -> list[str]:
     try:
-        return sorted(name for name in node.listdir(node.path("/dev"))
+        return sorted(name for name in node.listdir(node.path_text("/dev"))
                       if name.startswith("nvidia"))
     except (OSError, InputError):
         return []
@@ -114,10 +115,10 @@ def _dev_nvidia(node: Node) -> list[str]:
 
 def _module_version(node: Node) -> tuple[str | None, str]:
     """The loaded kernel module's version: ``/sys/module/nvidia/version``, else the proc file."""
-    for path, pattern in ((SYS_MODULE_VERSION, re.compile(r"(\d+\.\d+(?:\.\d+)?)")),
+    for path, pattern in ((SYS_MODULE_VERSION, MODULE_VERSION_TEXT),
                           (PROC_VERSION, PROC_VERSION_TEXT)):
         try:
-            text = node.read_text_or_none(node.path(path), kind=FileKind.NODE_FACT)
+            text = node.read_text_or_none(node.path_text(path), kind=FileKind.NODE_FACT)
         except InputError:
             continue
         match = pattern.search(text or "")
@@ -252,7 +253,7 @@ def assess(node: Node, file: Path, spec: dict[str, Any],
     """Judge the decoded ``spec`` read from ``file`` against ``node``; ``intent`` is the spec's
     intent record when one describes it (:func:`gpuready.cdi.intent.recorded_intent`)."""
     driver = driver or node_driver(node)
-    missing = [p for p in host_paths(spec) if not node.lexists(node.path(p.path))]
+    missing = [p for p in host_paths(spec) if not node.lexists(node.path_text(p.path))]
     if not driver.present:
         if detected_on_node(intent):
             return Staleness(file, True, driver, vanished=missing,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import itertools
 import os
 import sys
@@ -89,11 +90,18 @@ def audit(
     )
     workers = jobs or os.cpu_count() or 1
     summary = FleetSummary()
-    with sametext.shared():  # nodes configured alike: each distinct text is parsed once
-        for done, result in enumerate(_map(check, sources, workers=workers), start=1):
-            summary.results.append(result)
-            if progress:
-                progress(done, len(sources))
+    # What the imports made lives as long as the run: frozen, the cyclic collector no longer
+    # walks it on each full pass, and forked workers leave its pages shared (the use Python's
+    # gc.freeze documentation gives: right before fork). About 1% of a distinct-file audit.
+    gc.freeze()
+    try:
+        with sametext.shared():  # nodes configured alike: each distinct text is parsed once
+            for done, result in enumerate(_map(check, sources, workers=workers), start=1):
+                summary.results.append(result)
+                if progress:
+                    progress(done, len(sources))
+    finally:
+        gc.unfreeze()
     return summary
 
 

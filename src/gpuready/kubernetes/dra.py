@@ -29,7 +29,7 @@ DRA_CDI_DIR = PurePosixPath("/var/run/cdi")
 def dra_driver_folders(node: Node) -> list[PurePosixPath]:
     """The NVIDIA DRA drivers' kubelet plugin folders on the node (node paths)."""
     folders = [PLUGINS_DIR / name for name in DRA_DRIVERS]
-    return [folder for folder in folders if node.is_dir(node.path(folder))]
+    return [folder for folder in folders if node.is_dir(node.path_text(folder))]
 
 
 def device_plugin_sockets(node: Node) -> list[PurePosixPath]:

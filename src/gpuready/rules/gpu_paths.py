@@ -61,7 +61,7 @@ def nri_mode(ctx: NodeContext) -> NriMode | None:
 
 
 def _holds_files(node: Any, folder: PurePosixPath) -> bool:
-    host = node.path(folder)
+    host = node.path_text(folder)
     try:
         return node.is_dir(host) and bool(node.listdir(host))
     except OSError:  # a folder gpuready may not list tells nothing
