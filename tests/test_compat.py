@@ -31,3 +31,14 @@ def test_a_string_enum_prints_as_its_value_in_messages_and_json() -> None:
     assert f"{Severity.ERROR:<7}|" == "error  |"
     problem = Problem("toml-syntax", Severity.ERROR, "bad", "/etc/containerd/config.toml")
     assert json.loads(json.dumps(problem.to_dict()))["severity"] == "error"
+
+
+def test_the_built_in_sha256_gives_hashlibs_digest() -> None:
+    import hashlib
+
+    from gpuready.textfile import sha256
+
+    text = "version = 2\n# h\u00e9\n"
+    assert sha256(text) == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert sha256(b"\x00\xff") == hashlib.sha256(b"\x00\xff").hexdigest()
+    assert sha256(None) is None

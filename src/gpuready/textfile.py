@@ -15,12 +15,22 @@ def sha256(content: str | bytes | None) -> str | None:
     """The SHA-256 of a file's text or bytes, in hex (None for a file that does not exist)."""
     if content is None:
         return None
-    # imported here: hashlib loads OpenSSL (about 2 ms), which only a run that records or
-    # compares a file's contents needs, never a lint or a check
-    import hashlib
-
     data = content.encode("utf-8") if isinstance(content, str) else content
-    return hashlib.sha256(data).hexdigest()
+    return _sha256()(data).hexdigest()
+
+
+def _sha256():
+    """CPython's built-in SHA-256 (the same digest as hashlib's): ``hashlib`` loads OpenSSL
+    first, about 2 ms of a 80 ms ``doctor``, for one digest of a few kilobytes. hashlib's where
+    the built-in module is left out of the build."""
+    try:
+        from _sha2 import sha256  # Python 3.12 and later
+    except ImportError:
+        try:
+            from _sha256 import sha256  # Python 3.9 to 3.11
+        except ImportError:
+            from hashlib import sha256
+    return sha256
 
 
 def decode(raw: bytes, path: Path | str) -> str:
