@@ -15,11 +15,21 @@ from gpuready.rules.context import NodeContext, plain_problem
 
 _STORY = "_gpuready_cdi_story"  # the story, told once per NodeContext for every rule here
 _STALENESS = "_gpuready_cdi_staleness"
+_NO_SPECS = "_gpuready_cdi_no_specs"
 
 
 def no_specs(ctx: NodeContext) -> bool:
     """True when neither the default CDI directories nor containerd's ``cdi_spec_dirs`` hold a
-    spec file: every rule here returns at once, and the CDI modules are not loaded."""
+    spec file: every rule here returns at once, and the CDI modules are not loaded. Looked up
+    once per NodeContext: every rule here asks first."""
+    found = getattr(ctx, _NO_SPECS, None)
+    if found is None:
+        found = _no_specs(ctx)
+        setattr(ctx, _NO_SPECS, found)
+    return found
+
+
+def _no_specs(ctx: NodeContext) -> bool:
     from gpuready.cdi.present import spec_files_exist
 
     node = ctx.options.node
