@@ -77,3 +77,23 @@ def test_a_first_edit_parses_each_config_text_once(tmp_path: Path, capsys, monke
     assert "runtimes.nvidia]" in capsys.readouterr().out  # an edit was planned and shown
     repeated = [text[:60] for text in set(parsed) if parsed.count(text) > 1]
     assert repeated == [], f"{len(parsed)} parses of {len(set(parsed))} texts"
+    # what the readers shared is still what the texts say: none of them changed it
+    for text, data in document._RECENT_PARSES._kept.items():
+        assert data == real_loads(text)
+
+
+def test_setup_leaves_every_shared_parse_as_its_text_says(tmp_path: Path, capsys,
+                                                          monkeypatch) -> None:
+    """setup plans, writes, records and checks the config: the parses it shared along the way
+    are never changed by a reader."""
+    from gpuready.cli import main
+    from gpuready.containerd import document
+
+    kept = sametext.Recent(limit=64)
+    monkeypatch.setattr(document, "_RECENT_PARSES", kept)
+    root = _fresh_node(tmp_path / "node")
+    code = main.run(["setup", "--root", str(root), "--containerd-version", "1.7"])
+    assert code == 0, capsys.readouterr()
+    assert len(kept._kept) >= 2
+    for text, data in kept._kept.items():
+        assert data == tomllib.loads(text)
