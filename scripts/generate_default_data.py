@@ -10,9 +10,12 @@ With --check, exit 1 when a JSON file is missing or says anything else than its 
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
+
+from generated import write_or_check
 
 from gpuready.compat import tomllib
 
@@ -32,19 +35,10 @@ def as_json(source: Path) -> str:
 
 def main(argv: list[str]) -> int:
     """Write (or, with --check, compare) every JSON file."""
-    stale = []
-    for source in sources():
-        target = source.with_suffix(".json")
-        fresh = as_json(source)
-        if "--check" in argv:
-            if not target.is_file() or target.read_text(encoding="utf-8") != fresh:
-                stale.append(target)
-        else:
-            target.write_text(fresh, encoding="utf-8")
-            print(f"wrote {target}")
-    for target in stale:
-        print(f"{target} is stale: run scripts/generate_default_data.py", file=sys.stderr)
-    return 1 if stale else 0
+    generators = {source.with_suffix(".json"): functools.partial(as_json, source)
+                  for source in sources()}
+    return write_or_check(generators, argv,
+                          script="PYTHONPATH=src python3 scripts/generate_default_data.py")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from generated import write_or_check
+
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
@@ -25,20 +27,8 @@ def generators() -> dict[Path, Callable[[], str]]:
 
 def main(argv: list[str]) -> int:
     """Generate (or, with --check, compare) every document."""
-    stale = []
-    for target, render in generators().items():
-        text = render()
-        current = target.read_text(encoding="utf-8") if target.exists() else ""
-        if current == text:
-            continue
-        if "--check" in argv:
-            stale.append(target)
-            continue
-        target.write_text(text, encoding="utf-8")
-        print(f"wrote {target}")
-    for target in stale:
-        print(f"{target} is stale: run scripts/generate_docs.py", file=sys.stderr)
-    return 1 if stale else 0
+    return write_or_check(generators(), argv,
+                          script="PYTHONPATH=src python3 scripts/generate_docs.py")
 
 
 if __name__ == "__main__":
