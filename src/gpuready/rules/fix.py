@@ -19,6 +19,7 @@ mark and CRLF line endings (:func:`gpuready.textfile.restyle`). The change is a
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -216,10 +217,19 @@ def edit_values(result: FixResult, options: Options) -> None:
     if file.data is None or file.spec is None:
         return
     major = 2 if (file.version or 1) >= 3 else 1
-    doc = tomlkit.parse(result.text)
     data = file.data
-    moves = misplaced_options(data, file.spec, major=major)
-    for move in moves + respelled_options(data, file.spec, major=major):
+    moves = misplaced_options(data, file.spec, major=major) + respelled_options(
+        data, file.spec, major=major)
+    if not moves and not _values_to_edit(data, file.spec, major=major):
+        return  # nothing to change: the file is not parsed again with tomlkit (see below)
+    tables = len(_TABLE_HEADER.findall(result.text))
+    if tables > MAX_TOMLKIT_TABLES:
+        result.cannot.append(
+            f"the values are not edited: the file has {tables} tables, more than the "
+            f"{MAX_TOMLKIT_TABLES} gpuready edits in seconds; fix them by hand (lint names each)")
+        return
+    doc = tomlkit.parse(result.text)
+    for move in moves:
         existing = facts.lookup(data, move.target)
         if existing is not None and move.source != move.target and existing != move.value:
             result.cannot.append(
@@ -243,6 +253,26 @@ def edit_values(result: FixResult, options: Options) -> None:
         result.cannot.append("cannot edit the values: the result would not parse")
         return
     result.text = candidate
+
+
+# tomlkit's parse time grows with the square of the tables (:func:`_values_to_edit`): past
+# this many table headers the value edits are left to the operator, so that a fix still ends
+# in seconds (tests/test_bounds.py). containerd's default configs have about 60.
+MAX_TOMLKIT_TABLES = 300
+_TABLE_HEADER = re.compile(r"^[ \t]*\[", re.MULTILINE)  # a line that opens a table header
+
+
+def _values_to_edit(data: dict[str, Any], spec: Any, *, major: int) -> bool:
+    """True when a bool is written as a string or a runtime has no ``runtime_type``.
+
+    Asked before ``tomlkit`` parses the file: its parse time grows with the square of the
+    runtime tables appended to a config like containerd's default (400 take 8 s with tomlkit
+    0.15.3, 2,000 minutes; tomllib reads the 2,000 in under a second), so a file with nothing
+    to fix is never given to it.
+    """
+    if find_bool_strings(data, spec, major=major):
+        return True
+    return any(not entry.get("runtime_type") for entry in facts.runtimes(data, spec).values())
 
 
 def fix_text(text: str, *, options: Options) -> FixResult:
