@@ -21,7 +21,7 @@ def sha256(content: str | bytes | None) -> str | None:
 
 def _sha256():
     """CPython's built-in SHA-256 (the same digest as hashlib's): ``hashlib`` loads OpenSSL
-    first, about 2 ms of a 80 ms ``doctor``, for one digest of a few kilobytes. hashlib's where
+    first, about 2 ms of an 80 ms ``doctor``, for one digest of a few kilobytes. hashlib's where
     the built-in module is left out of the build."""
     try:
         from _sha2 import sha256  # Python 3.12 and later

@@ -225,8 +225,9 @@ def edit_values(result: FixResult, options: Options) -> None:
     tables = len(_TABLE_HEADER.findall(result.text))
     if tables > MAX_TOMLKIT_TABLES:
         result.cannot.append(
-            f"the values are not edited: the file has {tables} tables, more than the "
-            f"{MAX_TOMLKIT_TABLES} gpuready edits in seconds; fix them by hand (lint names each)")
+            f"the values are not edited: the file has {tables} table headers, more than the "
+            f"{MAX_TOMLKIT_TABLES} gpuready's comment-keeping editor handles in seconds; fix "
+            "them by hand (lint names each)")
         return
     doc = tomlkit.parse(result.text)
     for move in moves:
@@ -257,7 +258,7 @@ def edit_values(result: FixResult, options: Options) -> None:
 
 # tomlkit's parse time grows with the square of the tables (:func:`_values_to_edit`): past
 # this many table headers the value edits are left to the operator, so that a fix still ends
-# in seconds (tests/test_bounds.py). containerd's default configs have about 60.
+# in seconds (tests/test_bounds.py). containerd's default configs have 49.
 MAX_TOMLKIT_TABLES = 300
 _TABLE_HEADER = re.compile(r"^[ \t]*\[", re.MULTILINE)  # a line that opens a table header
 
