@@ -222,8 +222,8 @@ def edit_values(result: FixResult, options: Options) -> None:
         data, file.spec, major=major)
     if not moves and not _values_to_edit(data, file.spec, major=major):
         return  # nothing to change: the file is not parsed again with tomlkit (see below)
-    tables = len(_TABLE_HEADER.findall(result.text))
-    if tables > MAX_TOMLKIT_TABLES:
+    tables = _too_many_tables(result.text)
+    if tables:
         result.cannot.append(
             f"the values are not edited: the file has {tables} table headers, more than the "
             f"{MAX_TOMLKIT_TABLES} gpuready's comment-keeping editor handles in seconds; fix "
@@ -261,6 +261,13 @@ def edit_values(result: FixResult, options: Options) -> None:
 # in seconds (tests/test_bounds.py). containerd's default configs have 49.
 MAX_TOMLKIT_TABLES = 300
 _TABLE_HEADER = re.compile(r"^[ \t]*\[", re.MULTILINE)  # a line that opens a table header
+
+
+def _too_many_tables(text: str) -> int | None:
+    """The number of table headers of ``text`` when it has more than
+    :data:`MAX_TOMLKIT_TABLES` (tomlkit is then not given it), else None."""
+    tables = len(_TABLE_HEADER.findall(text))
+    return tables if tables > MAX_TOMLKIT_TABLES else None
 
 
 def _values_to_edit(data: dict[str, Any], spec: Any, *, major: int) -> bool:
@@ -437,8 +444,8 @@ def fix_bool_strings(text: str, *, options: Options) -> str:
         return text
     major = 2 if (file.version or 1) >= 3 else 1
     paths = find_bool_strings(file.data, file.spec, major=major)
-    if not paths:
-        return text
+    if not paths or _too_many_tables(text):
+        return text  # past the bound, the fix that follows says what it leaves by hand
     doc = tomlkit.parse(without_bom(text))
     for path in paths:
         _set(doc, path, bool_text(facts.lookup(file.data, path)))
