@@ -5,6 +5,7 @@ Files are read through :class:`gpuready.node.Node`, which bounds and checks them
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -19,6 +20,7 @@ def sha256(content: str | bytes | None) -> str | None:
     return _sha256()(data).hexdigest()
 
 
+@functools.cache
 def _sha256():
     """CPython's built-in SHA-256 (the same digest as hashlib's): ``hashlib`` loads OpenSSL
     first, about 2 ms of an 80 ms ``doctor``, for one digest of a few kilobytes. hashlib's where

@@ -66,7 +66,7 @@ class Entry(Record):
     @property
     def before_sha256(self) -> str | None:
         """The hash of ``before`` (None: the file did not exist)."""
-        return digest(None if self.before is None else self.before.encode("utf-8"))
+        return sha256(self.before)
 
 
 class Journal(Record):
@@ -104,11 +104,6 @@ def journal_path(config: Path) -> Path:
     return config.with_name(config.name + JOURNAL_SUFFIX)
 
 
-def digest(data: bytes | None) -> str | None:
-    """The sha256 of ``data`` in hex; None for a file that does not exist."""
-    return sha256(data)
-
-
 def node_name(node: Node, path: Path) -> str:
     """How the journal names ``path``: its node path (a node folder copied or moved elsewhere
     keeps its journal)."""
@@ -120,7 +115,7 @@ def intent(node: Node, config: Path, *, major: int, plans: list[Plan], backups: 
     """The journal of writing ``plans`` (those that change) and restarting with ``options``."""
     files = tuple(
         Entry(node_name(node, plan.path), plan.before,
-              digest(None if plan.after is None else plan.after.encode("utf-8")))
+              sha256(plan.after))
         for plan in plans if plan.changes
     )
     return Journal(

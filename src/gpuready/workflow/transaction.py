@@ -48,6 +48,7 @@ from gpuready.containerd.versions import max_version_for, spec_of
 from gpuready.errors import GpureadyError
 from gpuready.plan import Plan
 from gpuready.records import Record
+from gpuready.textfile import sha256
 from gpuready.workflow import journal as txn
 from gpuready.workflow.daytwo import NodeConfig, write
 from gpuready.workflow.journal_keeper import Keeper
@@ -701,7 +702,7 @@ def _state(node, entry: txn.Entry) -> str:
     """``before``, ``after``, or ``edited``: which of the journal's texts the file holds."""
     path = node.path(entry.path)
     data = node.read_bytes(path, kind=txn.JOURNAL_KIND) if node.exists(path) else None
-    found = txn.digest(data)
+    found = sha256(data)
     if found == entry.after_sha256:
         return "after"
     if found == entry.before_sha256:
