@@ -4,7 +4,7 @@ shadowing, conflicts, whether containerd reads CDI) and :mod:`gpuready.cdi.stale
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,20 +13,21 @@ from gpuready.problems import Problem, Severity
 from gpuready.rules.base import Rule, Scope
 from gpuready.rules.context import NodeContext, plain_problem
 
-_STORY = "_gpuready_cdi_story"  # the story, told once per NodeContext for every rule here
-_STALENESS = "_gpuready_cdi_staleness"
-_NO_SPECS = "_gpuready_cdi_no_specs"
+
+def _kept(ctx: NodeContext, name: str, compute: Callable[[NodeContext], Any]) -> Any:
+    """``compute(ctx)``, worked out once per NodeContext and kept on it as ``name``: every
+    rule here asks for the same few facts of the node."""
+    found = getattr(ctx, name, None)
+    if found is None:
+        found = compute(ctx)
+        setattr(ctx, name, found)
+    return found
 
 
 def no_specs(ctx: NodeContext) -> bool:
     """True when neither the default CDI directories nor containerd's ``cdi_spec_dirs`` hold a
-    spec file: every rule here returns at once, and the CDI modules are not loaded. Looked up
-    once per NodeContext: every rule here asks first."""
-    found = getattr(ctx, _NO_SPECS, None)
-    if found is None:
-        found = _no_specs(ctx)
-        setattr(ctx, _NO_SPECS, found)
-    return found
+    spec file: every rule here returns at once, and the CDI modules are not loaded."""
+    return _kept(ctx, "_gpuready_cdi_no_specs", _no_specs)
 
 
 def _no_specs(ctx: NodeContext) -> bool:
@@ -49,39 +50,39 @@ def _reader(ctx: NodeContext):
 def story(ctx: NodeContext):
     """The node's :class:`~gpuready.cdi.story.Story`, over the directories containerd reads
     (``cdi_spec_dirs`` when it reads CDI from others than the defaults)."""
-    found = getattr(ctx, _STORY, None)
-    if found is None:
-        from gpuready.cdi.story import node_story, tell
+    return _kept(ctx, "_gpuready_cdi_story", _told_story)
 
-        reader = _reader(ctx)
-        node = ctx.options.node
-        dirs = (list(reader.dirs) if reader is not None and reader.reads and reader.dirs
-                else [str(d) for d in CDI_DIRS])
-        host_dirs = [node.path(d) for d in dirs]
-        if host_dirs == list(ctx.cdi_dirs):
-            found = tell(ctx.cdi_scan(), host_dirs)  # the scan the other CDI rules read
-        else:
-            found = node_story(node, dirs)
-        setattr(ctx, _STORY, found)
-    return found
+
+def _told_story(ctx: NodeContext):
+    from gpuready.cdi.story import node_story, tell
+
+    reader = _reader(ctx)
+    node = ctx.options.node
+    dirs = (list(reader.dirs) if reader is not None and reader.reads and reader.dirs
+            else [str(d) for d in CDI_DIRS])
+    host_dirs = [node.path(d) for d in dirs]
+    if host_dirs == list(ctx.cdi_dirs):
+        return tell(ctx.cdi_scan(), host_dirs)  # the scan the other CDI rules read
+    return node_story(node, dirs)
 
 
 def staleness(ctx: NodeContext) -> list[Any]:
     """:func:`gpuready.cdi.staleness.assess` of every NVIDIA spec a device is taken from."""
-    found = getattr(ctx, _STALENESS, None)
-    if found is None:
-        from gpuready.cdi.intent import recorded_intent
-        from gpuready.cdi.staleness import assess, node_driver, read_decoded
+    return _kept(ctx, "_gpuready_cdi_staleness", _assessed)
 
-        node = ctx.options.node
-        driver = node_driver(node)
-        found = []
-        for spec in story(ctx).winning_specs():
-            decoded = read_decoded(node, spec.path)
-            if decoded is not None:
-                found.append(assess(node, spec.path, decoded, driver,
-                                    intent=recorded_intent(node, spec.path)))
-        setattr(ctx, _STALENESS, found)
+
+def _assessed(ctx: NodeContext) -> list[Any]:
+    from gpuready.cdi.intent import recorded_intent
+    from gpuready.cdi.staleness import assess, node_driver, read_decoded
+
+    node = ctx.options.node
+    driver = node_driver(node)
+    found = []
+    for spec in story(ctx).winning_specs():
+        decoded = read_decoded(node, spec.path)
+        if decoded is not None:
+            found.append(assess(node, spec.path, decoded, driver,
+                                intent=recorded_intent(node, spec.path)))
     return found
 
 
